@@ -1,0 +1,128 @@
+"""The ``ryzenai-llm`` command.
+
+ryzenai-llm info [PATH] [--json] [--prompt-tokens N] [--max-new-tokens M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .budget import BudgetPlan
+from .errors import RyzenAIError
+from .models import DEFAULT_MODEL, default_model_path
+from .package import ModelPackage
+from .runtime import ENV_RELEASE
+
+__all__ = ["main"]
+
+
+def _fmt_buckets(values: Sequence[int]) -> str:
+    return ", ".join(str(v) for v in values) if values else "none (plain shapes)"
+
+
+def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
+    b = pkg.budget
+    rows = [
+        ("package", f"{pkg.name}  ({pkg.path})"),
+        ("model type", pkg.model_type),
+        ("mode", f"{pkg.mode.value}" + (f", decode on {pkg.token_backend}" if pkg.token_backend else "")),
+        ("provider", f"{pkg.provider} ({pkg.layout} layout)"),
+        (
+            "Ryzen AI release",
+            f"{pkg.release} (from {pkg.release_source})" if pkg.release else f"unknown (set {ENV_RELEASE} to choose)",
+        ),
+        ("window", f"{b.window} tokens (prompt + output)"),
+        ("prompt limit", f"{b.prompt_limit} tokens ({b.prompt_limit_source})"),
+        (
+            "prefill window",
+            f"{b.prefill_window} tokens per prefill run" if b.prefill_window else "whole prompt in one run",
+        ),
+        ("prefill buckets", _fmt_buckets(b.prefill_buckets)),
+        ("decode buckets", _fmt_buckets(b.decode_buckets)),
+        ("chat template", pkg.describe()["chat_template"] or "none shipped (family fallback)"),
+        ("vision", "yes: " + ", ".join(p.name for p in pkg.vision_files[:3]) if pkg.has_vision else "no"),
+    ]
+    if pkg.lfs_pointers:
+        rows.append(("LFS pointers", f"{len(pkg.lfs_pointers)} file(s): run `git lfs pull` in {pkg.path}"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    if plan is not None:
+        print()
+        print(f"a prompt of {plan.prompt_tokens} tokens:")
+        if plan.prefill_bucket is not None:
+            runs = f" in {plan.prefill_windows} prefill runs" if plan.prefill_windows > 1 else ""
+            print(f"  prefill bucket  {plan.prefill_bucket}{runs}, {plan.padding} padding tokens")
+        else:
+            print("  prefill         no buckets, no padding")
+        clamp = f" (asked {plan.requested_new_tokens}, clamped to fit the window)" if plan.clamped else ""
+        print(f"  output          up to {plan.max_new_tokens} new tokens{clamp}")
+        if plan.decode_buckets:
+            print(f"  decode buckets  {_fmt_buckets(plan.decode_buckets)}")
+
+
+def _info(args: argparse.Namespace) -> int:
+    path = args.path or default_model_path()
+    pkg = ModelPackage.open(path)
+    plan = pkg.budget.plan(args.prompt_tokens, args.max_new_tokens) if args.prompt_tokens is not None else None
+    if args.json:
+        out: dict[str, Any] = pkg.describe()
+        if plan is not None:
+            p = plan.to_dict()
+            out["plan"] = {
+                k: p[k]
+                for k in (
+                    "prompt_tokens",
+                    "prefill_bucket",
+                    "padding",
+                    "prefill_windows",
+                    "max_new_tokens",
+                    "requested_new_tokens",
+                    "clamped",
+                    "decode_buckets",
+                )
+            }
+        print(json.dumps(out, indent=2))
+    else:
+        _print_info(pkg, plan)
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of tokens")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(prog="ryzenai-llm", description="Run LLM packages on AMD Ryzen AI NPUs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="describe a model package: mode, limits, buckets, cost of a prompt")
+    info.add_argument("path", nargs="?", help=f"model folder (default: the embedded {DEFAULT_MODEL})")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.add_argument("--prompt-tokens", type=_positive, metavar="N", help="plan a prompt of N tokens")
+    info.add_argument(
+        "--max-new-tokens", type=_positive, metavar="M", help="output tokens wanted (default: all that fit)"
+    )
+    info.set_defaults(func=_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ryzenai-llm`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except RyzenAIError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Every error ryzenai-llm raises on purpose.
+
+One hierarchy, rooted at :class:`RyzenAIError`. Each message names the value that was
+wrong, the limit or expectation it broke, and what to do about it::
+
+    RyzenAIError
+    ├── RuntimeNotAvailableError      no usable onnxruntime-genai, or not the build a package needs
+    ├── ModelPackageError             a model folder cannot be used as it is
+    │   ├── ModelNotFoundError        the folder (or a name) does not exist
+    │   ├── ConfigError               genai_config.json / rai_config.json missing or malformed
+    │   ├── UnsupportedModelError     a model type or layout this library does not know
+    │   ├── LfsPointerError           a weight or tokenizer file is a Git LFS pointer, not content
+    │   ├── MissingTokenizerError     no tokenizer.json / tokenizer.model in the folder
+    │   └── UnsafePathError           a config names a file outside the model folder
+    ├── ContextWindowExceededError    a prompt longer than the package's prompt limit
+    ├── InvalidRequestError           bad options, messages or tools (also a ValueError)
+    ├── ChatTemplateError             the chat template failed to render
+    ├── GuidanceUnsupportedError      constrained decoding asked of a runtime without it
+    └── GenerationError               the runtime failed during a generation
+
+Errors about caller input also derive from ``ValueError`` so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "ChatTemplateError",
+    "ConfigError",
+    "ContextWindowExceededError",
+    "GenerationError",
+    "GuidanceUnsupportedError",
+    "InvalidRequestError",
+    "LfsPointerError",
+    "MissingTokenizerError",
+    "ModelNotFoundError",
+    "ModelPackageError",
+    "RuntimeNotAvailableError",
+    "RyzenAIError",
+    "UnsafePathError",
+    "UnsupportedModelError",
+]
+
+
+class RyzenAIError(Exception):
+    """Base class of every error raised by ryzenai-llm."""
+
+
+class RuntimeNotAvailableError(RyzenAIError, ImportError):
+    """onnxruntime-genai is missing, or is not the build a model package needs."""
+
+
+class ModelPackageError(RyzenAIError):
+    """A model folder cannot be used as it is."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        super().__init__(message)
+        self.path = Path(path) if path is not None else None
+
+
+class ModelNotFoundError(ModelPackageError, FileNotFoundError):
+    """The model folder does not exist or is not a folder."""
+
+
+class ConfigError(ModelPackageError):
+    """genai_config.json or rai_config.json is missing or malformed."""
+
+
+class UnsupportedModelError(ModelPackageError):
+    """The package uses a model type or layout this library does not know."""
+
+
+class LfsPointerError(ModelPackageError):
+    """A file holds a Git LFS pointer instead of its content."""
+
+
+class MissingTokenizerError(ModelPackageError):
+    """The folder has no tokenizer."""
+
+
+class UnsafePathError(ModelPackageError):
+    """A config file names a path outside the model folder."""
+
+
+class InvalidRequestError(RyzenAIError, ValueError):
+    """Options, messages or tools given by the caller are not valid."""
+
+
+class ContextWindowExceededError(InvalidRequestError):
+    """The prompt does not fit the package's prompt limit.
+
+    Attributes:
+        prompt_tokens: tokens in the rendered prompt.
+        limit: the largest prompt the package accepts.
+        window: prompt + output tokens the package can hold.
+    """
+
+    def __init__(self, message: str, *, prompt_tokens: int, limit: int, window: int) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        self.window = window
+
+
+class ChatTemplateError(InvalidRequestError):
+    """The chat template raised or could not be rendered."""
+
+
+class GuidanceUnsupportedError(RyzenAIError):
+    """Constrained decoding was asked of an onnxruntime-genai build that lacks it."""
+
+
+class GenerationError(RyzenAIError, RuntimeError):
+    """The runtime failed while generating."""

@@ -1,0 +1,626 @@
+"""A model folder, read once: what it is, what it needs, and what it can hold.
+
+:meth:`ModelPackage.open` reads ``genai_config.json`` (every layout AMD has shipped: plain
+builder output, 1.3-1.6 ``config_entries``/``custom_ops_library``, 1.4 ``VitisAI``, 1.7/1.8
+``provider_options[0].RyzenAI``), ``rai_config.json``, the tokenizer files and chat
+template source, and the ``dd_metastate_*`` bucket file names. It never loads weights and
+never imports onnxruntime-genai.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+from .budget import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, ContextBudget
+from .errors import (
+    ConfigError,
+    LfsPointerError,
+    MissingTokenizerError,
+    ModelNotFoundError,
+    UnsafePathError,
+    UnsupportedModelError,
+)
+from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
+
+__all__ = ["KNOWN_MODEL_TYPES", "Mode", "ModelPackage"]
+
+#: ``model.type`` values onnxruntime-genai runs as text decoders (and Gemma 3's multimodal).
+KNOWN_MODEL_TYPES = frozenset(
+    {
+        "chatglm",
+        "decoder-pipeline",
+        "ernie4_5",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "gpt2",
+        "gptoss",
+        "granite",
+        "internlm2",
+        "llama",
+        "mistral",
+        "nemotron",
+        "olmo",
+        "phi",
+        "phi3",
+        "phi3small",
+        "phi3v",
+        "phi4mm",
+        "phimoe",
+        "qwen2",
+        "qwen2_5_vl",
+        "qwen3",
+        "qwen3_moe",
+        "smollm3",
+    }
+)
+
+_LFS_HEADER = b"version https://git-lfs.github.com/spec/v1"
+_LFS_MAX_BYTES = 1024
+_PREFILL_RE = re.compile(
+    r"^dd_metastate_Llm_Prefill_(?P<node>.+?)_sequence_length_padded_(?P<n>\d+)_?\.(meta|ctrlpkt|super)$"
+)
+_DECODE_RE = re.compile(
+    r"^dd_metastate_Llm_Token_Token_(?P<node>.+?)_attention_mask_padded_(?P<n>\d+)_?\.(meta|ctrlpkt|super)$"
+)
+_VISION_RE = re.compile(r"^dd_metastate_Llm_Vision_")
+_RELEASE_IN_NAME = re.compile(r"(?:_rai_|ryzenai[-_])(\d+\.\d+(?:\.\d+)?)(?=[_\-.]|$)", re.IGNORECASE)
+_RYZENAI_ENTRY_KEYS = ("hybrid_opt_token_backend", "hybrid_opt_max_seq_length", "max_length_for_kv_cache")
+
+
+class Mode(str, Enum):
+    """How a package runs on Ryzen AI hardware."""
+
+    FULL_FUSION = "full-fusion"
+    """Prefill and decode bucket files both present: the whole model on the NPU."""
+    TOKEN_FUSION = "token-fusion"
+    """Decode bucket files only: long context, prompt prefilled in windows."""
+    NPU = "npu"
+    """Decode on the NPU but no bucket files (older NPU-only layouts)."""
+    HYBRID = "hybrid"
+    """Ryzen AI options with decode on the GPU (token backend ``gpu`` or not set)."""
+    PLAIN = "plain"
+    """No Ryzen AI options: a plain ONNX model (CPU, CUDA, DirectML)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _read_json(path: Path, what: str) -> Any:
+    if _is_lfs_pointer(path):
+        raise LfsPointerError(
+            f"{path.name} is a Git LFS pointer ({path.stat().st_size} bytes), not the {what}: "
+            f"run `git lfs pull` in {path.parent}",
+            path=path,
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text ({exc}); restore the {what} from the package", path=path) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            f"restore the {what} from the original package",
+            path=path,
+        ) from exc
+
+
+def _is_lfs_pointer(path: Path) -> bool:
+    try:
+        if path.stat().st_size > _LFS_MAX_BYTES:
+            return False
+        with path.open("rb") as f:
+            return f.read(len(_LFS_HEADER)) == _LFS_HEADER
+    except OSError:
+        return False
+
+
+def _as_int(value: Any, where: str, path: Path) -> int:
+    try:
+        n = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"{where} in {path.name} is {value!r}, not a whole number; fix the value", path=path
+        ) from None
+    if n <= 0:
+        raise ConfigError(f"{where} in {path.name} is {n}; it must be a positive number of tokens", path=path)
+    return n
+
+
+@dataclass(frozen=True)
+class ModelPackage:
+    """What a model folder holds, read once without loading weights.
+
+    Create with :meth:`open`. All paths are inside :attr:`path`.
+    """
+
+    path: Path
+    name: str
+    model_type: str
+    config: Mapping[str, Any]
+    decoder_file: Path
+    external_files: tuple[Path, ...]
+    provider: str
+    provider_options: Mapping[str, str]
+    layout: str
+    token_backend: str | None
+    prefill_buckets_found: tuple[int, ...]
+    decode_buckets_found: tuple[int, ...]
+    bucket_node: str | None
+    rai_config: Mapping[str, Any] | None
+    release: str | None
+    release_source: str
+    tokenizer_files: tuple[Path, ...]
+    chat_template_source: str | None
+    chat_template_file: Path | None
+    tokenizer_config: Mapping[str, Any]
+    vision_files: tuple[Path, ...]
+    lfs_pointers: tuple[str, ...]
+    eos_token_ids: tuple[int, ...]
+    search: Mapping[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, release: str | None = None) -> ModelPackage:
+        """Read a model folder.
+
+        Args:
+            path: the package folder (the one holding ``genai_config.json``).
+            release: the Ryzen AI release to plan for, overriding the folder name and the
+                installed runtime (the ``RYZENAI_VERSION`` environment variable overrides
+                all three).
+
+        Raises:
+            ModelNotFoundError: no such folder.
+            ConfigError: genai_config.json is missing or malformed.
+            UnsupportedModelError: an unknown ``model.type``.
+            UnsafePathError: a config names a file outside the folder.
+            MissingTokenizerError: no tokenizer file.
+        """
+        folder = Path(path).expanduser()
+        if not folder.exists():
+            raise ModelNotFoundError(
+                f"model folder {str(folder)!r} does not exist; pass the folder that holds "
+                "genai_config.json (for AMD's packages: `git clone` the model repository, then "
+                "`git lfs pull` in it)",
+                path=folder,
+            )
+        if not folder.is_dir():
+            raise ModelNotFoundError(
+                f"{str(folder)!r} is a file, not a model folder; pass the folder that holds genai_config.json",
+                path=folder,
+            )
+        folder = folder.resolve()
+        cfg_path = folder / "genai_config.json"
+        if not cfg_path.is_file():
+            hint = ""
+            nested = sorted(p.parent.name for p in folder.glob("*/genai_config.json"))
+            if nested:
+                hint = f" It is in the subfolder(s) {', '.join(nested)}: pass that folder instead."
+            raise ConfigError(
+                f"{folder} has no genai_config.json, so it is not an onnxruntime-genai model package.{hint}",
+                path=cfg_path,
+            )
+        config = _read_json(cfg_path, "model configuration")
+        if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+            raise ConfigError(
+                f'{cfg_path} has no "model" object; restore genai_config.json from the package', path=cfg_path
+            )
+        model = config["model"]
+        model_type = model.get("type")
+        if not isinstance(model_type, str) or not model_type:
+            raise ConfigError(
+                f"{cfg_path} has no model.type; restore genai_config.json from the package", path=cfg_path
+            )
+        if model_type not in KNOWN_MODEL_TYPES:
+            raise UnsupportedModelError(
+                f"model.type {model_type!r} in {cfg_path} is not a type onnxruntime-genai runs; "
+                f"known types: {', '.join(sorted(KNOWN_MODEL_TYPES))}. Check the file, or upgrade "
+                "ryzenai-llm and onnxruntime-genai if the type is new.",
+                path=cfg_path,
+            )
+        decoder = model.get("decoder")
+        if not isinstance(decoder, dict):
+            raise ConfigError(f"{cfg_path} has no model.decoder object; restore genai_config.json", path=cfg_path)
+        filename = decoder.get("filename")
+        if not isinstance(filename, str) or not filename:
+            raise ConfigError(f"model.decoder.filename is missing in {cfg_path}", path=cfg_path)
+        decoder_file = _inside(folder, filename, "model.decoder.filename", cfg_path)
+
+        session = decoder.get("session_options") or {}
+        if not isinstance(session, dict):
+            raise ConfigError(f"model.decoder.session_options in {cfg_path} is not an object", path=cfg_path)
+        provider, options, layout = _provider(session, cfg_path)
+        external: list[Path] = []
+        for key in ("external_data_file",):
+            for source in (session, options):
+                value = source.get(key)
+                if isinstance(value, str) and value:
+                    external.append(_inside(folder, value, key, cfg_path))
+        if isinstance(options.get("config_file"), str):
+            external.append(_inside(folder, options["config_file"], "config_file", cfg_path))
+        lib = session.get("custom_ops_library")
+        if isinstance(lib, str) and lib:
+            _check_relative(lib, "custom_ops_library", cfg_path)
+
+        vision: list[Path] = []
+        for part in ("embedding", "vision", "speech"):
+            sub = model.get(part)
+            if isinstance(sub, dict):
+                for key in ("filename", "config_filename"):
+                    if isinstance(sub.get(key), str):
+                        vision.append(_inside(folder, sub[key], f"model.{part}.{key}", cfg_path))
+
+        prefill, decode, node, vision_states = _scan_buckets(folder)
+        vision.extend(vision_states)
+        lfs = _scan_lfs(folder)
+
+        token_backend = options.get("hybrid_opt_token_backend")
+        rai_path = folder / "rai_config.json"
+        rai = _read_json(rai_path, "Ryzen AI prompt limits") if rai_path.is_file() else None
+        if rai is not None and not isinstance(rai, dict):
+            raise ConfigError(f"{rai_path} is not a JSON object; restore rai_config.json", path=rai_path)
+
+        rel, rel_source = _release(folder.name, release, layout)
+        tok_files, tok_cfg, template, template_file = _tokenizer(folder, lfs)
+
+        eos = model.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if isinstance(eos, int) else ())
+        search = config.get("search") if isinstance(config.get("search"), dict) else {}
+        return cls(
+            path=folder,
+            name=folder.name,
+            model_type=model_type,
+            config=config,
+            decoder_file=decoder_file,
+            external_files=tuple(dict.fromkeys(external)),
+            provider=provider,
+            provider_options=options,
+            layout=layout,
+            token_backend=token_backend,
+            prefill_buckets_found=prefill,
+            decode_buckets_found=decode,
+            bucket_node=node,
+            rai_config=rai,
+            release=rel,
+            release_source=rel_source,
+            tokenizer_files=tok_files,
+            chat_template_source=template,
+            chat_template_file=template_file,
+            tokenizer_config=tok_cfg,
+            vision_files=tuple(vision),
+            lfs_pointers=tuple(lfs),
+            eos_token_ids=tuple(int(i) for i in eos_ids),
+            search=search,
+        )
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def is_ryzenai(self) -> bool:
+        """True when the package needs the Ryzen AI runtime (not plain ONNX)."""
+        return self.layout != "plain"
+
+    @property
+    def mode(self) -> Mode:
+        """Full fusion, token fusion, NPU, hybrid or plain (see :class:`Mode`)."""
+        if not self.is_ryzenai:
+            return Mode.PLAIN
+        if self.prefill_buckets_found and self.decode_buckets_found:
+            return Mode.FULL_FUSION
+        if self.decode_buckets_found:
+            return Mode.TOKEN_FUSION
+        if self.token_backend == "npu" or self.layout == "vitisai":
+            return Mode.NPU
+        return Mode.HYBRID
+
+    @property
+    def has_vision(self) -> bool:
+        """True for multimodal packages (Gemma 3 style embedding + vision parts)."""
+        return bool(self.vision_files)
+
+    @property
+    def context_length(self) -> int | None:
+        """``model.context_length`` as written in genai_config.json."""
+        value = self.config["model"].get("context_length")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def rai_prompt_limits(self) -> dict[str, int]:
+        """``max_prompt_length`` per Ryzen AI release from rai_config.json."""
+        if not self.rai_config:
+            return {}
+        table = self.rai_config.get("max_prompt_length", {})
+        if not isinstance(table, dict):
+            return {}
+        return {str(k): int(v) for k, v in table.items() if isinstance(v, (int, str)) and str(v).strip().isdigit()}
+
+    def required_files(self) -> list[Path]:
+        """Files that must hold real content to load the model."""
+        files = [self.decoder_file, *self.external_files, *self.tokenizer_files]
+        data = self.decoder_file.with_name(self.decoder_file.name + ".data")
+        if data.exists():
+            files.append(data)
+        return files
+
+    def check_loadable(self) -> None:
+        """Raise a :class:`ModelPackageError` if a file needed to load is missing or a pointer.
+
+        Raises:
+            LfsPointerError: a needed file is a Git LFS pointer.
+            ModelPackageError: a needed file is missing.
+        """
+        for f in self.required_files():
+            if not f.exists():
+                raise ConfigError(
+                    f"{f.name} is named in genai_config.json but missing from {self.path}; "
+                    "download the complete package",
+                    path=f,
+                )
+            if _is_lfs_pointer(f):
+                raise LfsPointerError(
+                    f"{f.name} is a Git LFS pointer ({f.stat().st_size} bytes), not the real file: "
+                    f"run `git lfs pull` in {self.path}",
+                    path=f,
+                )
+
+    # ------------------------------------------------------------------ budget
+    @cached_property
+    def budget(self) -> ContextBudget:
+        """The package's :class:`~ryzenai_core.budget.ContextBudget` for :attr:`release`."""
+        cfg_path = self.path / "genai_config.json"
+        model = self.config["model"]
+        candidates: list[int] = []
+        if "context_length" in model:
+            candidates.append(_as_int(model["context_length"], "model.context_length", cfg_path))
+        if "max_length" in self.search:
+            candidates.append(_as_int(self.search["max_length"], "search.max_length", cfg_path))
+        kv = self.provider_options.get("max_length_for_kv_cache")
+        if kv is not None:
+            candidates.append(_as_int(kv, "max_length_for_kv_cache", cfg_path))
+        if not candidates:
+            raise ConfigError(
+                f"{cfg_path} sets neither model.context_length nor search.max_length; add one", path=cfg_path
+            )
+        window = min(candidates)
+        seq = self.provider_options.get("hybrid_opt_max_seq_length")
+        prefill_window = _as_int(seq, "hybrid_opt_max_seq_length", cfg_path) if seq is not None else None
+
+        limit, source = window, f"window {window}"
+        limits = self.rai_prompt_limits
+        if limits:
+            key = _limit_key(limits, self.release)
+            limit = min(limits[key], window)
+            source = (
+                f"rai_config.json max_prompt_length[{key!r}] for release {self.release}"
+                if self.release
+                else f"rai_config.json max_prompt_length[{key!r}], the smallest entry, since the "
+                f"Ryzen AI release is unknown (set {ENV_RELEASE} to choose)"
+            )
+
+        prefill: tuple[int, ...] = self.prefill_buckets_found
+        decode: tuple[int, ...] = self.decode_buckets_found
+        if self.mode in (Mode.FULL_FUSION, Mode.TOKEN_FUSION, Mode.NPU):
+            cap = prefill_window or window
+            if not prefill:
+                prefill = tuple(b for b in DEFAULT_PREFILL_BUCKETS if b <= cap) or (cap,)
+            if not decode:
+                decode = tuple(b for b in DEFAULT_DECODE_BUCKETS if b <= window) or (window,)
+        elif self.mode is Mode.HYBRID and prefill:
+            decode = ()
+        return ContextBudget(
+            window=window,
+            prompt_limit=limit,
+            prefill_window=prefill_window,
+            prefill_buckets=prefill,
+            decode_buckets=decode,
+            prompt_limit_source=source,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON-ready summary used by ``ryzenai-llm info --json``."""
+        b = self.budget
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "model_type": self.model_type,
+            "mode": self.mode.value,
+            "release": self.release,
+            "release_source": self.release_source,
+            "provider": self.provider,
+            "layout": self.layout,
+            "token_backend": self.token_backend,
+            "vision": self.has_vision,
+            "lfs_pointers": list(self.lfs_pointers),
+            "chat_template": (
+                str(self.chat_template_file.name)
+                if self.chat_template_file
+                else ("tokenizer_config.json" if self.chat_template_source else None)
+            ),
+            "budget": {
+                "prompt_limit": b.prompt_limit,
+                "prompt_limit_source": b.prompt_limit_source,
+                "window": b.window,
+                "prefill_window": b.prefill_window,
+                "prefill_buckets": list(b.prefill_buckets),
+                "decode_buckets": list(b.decode_buckets),
+            },
+        }
+
+
+# ---------------------------------------------------------------------- helpers
+def _check_relative(value: str, where: str, cfg_path: Path) -> None:
+    for pure in (PurePosixPath(value), PureWindowsPath(value)):
+        if pure.is_absolute() or pure.drive or ".." in pure.parts:
+            raise UnsafePathError(
+                f"{where} in {cfg_path.name} is {value!r}, which points outside the model folder "
+                f"{cfg_path.parent}; a package may only name files inside its own folder. Fix the "
+                "config or re-download the package.",
+                path=cfg_path,
+            )
+
+
+def _inside(folder: Path, value: str, where: str, cfg_path: Path) -> Path:
+    _check_relative(value, where, cfg_path)
+    target = (folder / value).resolve()
+    if target != folder and folder not in target.parents:
+        raise UnsafePathError(
+            f"{where} in {cfg_path.name} is {value!r}, which resolves to {target}, outside the model "
+            f"folder {folder}; a package may only name files inside its own folder",
+            path=cfg_path,
+        )
+    return target
+
+
+def _provider(session: Mapping[str, Any], cfg_path: Path) -> tuple[str, dict[str, str], str]:
+    """(provider name, its options as strings, layout) from session_options."""
+    providers = session.get("provider_options") or []
+    if not isinstance(providers, list):
+        raise ConfigError(f"session_options.provider_options in {cfg_path} is not a list", path=cfg_path)
+    for entry in providers:
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ConfigError(
+                f"each entry of provider_options in {cfg_path} must be an object with one provider name, got {entry!r}",
+                path=cfg_path,
+            )
+        ((name, opts),) = entry.items()
+        opts = {str(k): str(v) for k, v in (opts or {}).items()}
+        if name == "RyzenAI":
+            return "RyzenAI", opts, "ryzenai"
+        if name == "VitisAI":
+            return "VitisAI", opts, "vitisai"
+    entries = session.get("config_entries")
+    if isinstance(entries, dict) and (
+        session.get("custom_ops_library") or any(k in entries for k in _RYZENAI_ENTRY_KEYS)
+    ):
+        opts = {str(k): str(v) for k, v in entries.items()}
+        if isinstance(session.get("external_data_file"), str):
+            opts.setdefault("external_data_file", session["external_data_file"])
+        return "RyzenAI", opts, "custom-ops"
+    if session.get("custom_ops_library"):
+        return "RyzenAI", {}, "custom-ops"
+    for entry in providers:
+        ((name, opts),) = entry.items()
+        return name.lower(), {str(k): str(v) for k, v in (opts or {}).items()}, "plain"
+    return "cpu", {}, "plain"
+
+
+def _scan_buckets(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], str | None, list[Path]]:
+    prefill: set[int] = set()
+    decode: set[int] = set()
+    node: str | None = None
+    vision: list[Path] = []
+    for entry in _walk(folder, depth=2):
+        name = entry.name
+        if not name.startswith("dd_metastate_"):
+            continue
+        if m := _PREFILL_RE.match(name):
+            prefill.add(int(m["n"]))
+            node = node or m["node"]
+        elif m := _DECODE_RE.match(name):
+            decode.add(int(m["n"]))
+            node = node or m["node"]
+        elif _VISION_RE.match(name):
+            vision.append(entry)
+    return tuple(sorted(prefill)), tuple(sorted(decode)), node, sorted(vision)
+
+
+def _walk(folder: Path, depth: int) -> list[Path]:
+    out: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for e in entries:
+        if e.name.startswith(".git") and e.is_dir():
+            continue
+        if e.is_file():
+            out.append(Path(e.path))
+        elif e.is_dir() and depth > 1:
+            out.extend(_walk(Path(e.path), depth - 1))
+    return out
+
+
+def _scan_lfs(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder).as_posix()) for p in _walk(folder, depth=3) if _is_lfs_pointer(p))
+
+
+def _release(folder_name: str, explicit: str | None, layout: str) -> tuple[str | None, str]:
+    env = env_release()
+    if env:
+        return env, f"environment variable {ENV_RELEASE}"
+    if explicit:
+        parse_release(explicit)
+        return explicit, "argument"
+    m = _RELEASE_IN_NAME.search(folder_name)
+    if m:
+        return m.group(1), "folder name"
+    info = runtime_info()
+    if info.ryzenai and info.release:
+        return info.release, f"installed runtime {info.distribution} {info.version}"
+    return None, "unknown"
+
+
+def _limit_key(limits: Mapping[str, int], release: str | None) -> str:
+    """The rai_config key to use: the newest release not newer than ``release``.
+
+    A release without a patch number ("1.7") stands for its whole line. With no release,
+    or one older than every key, the smallest limit is used (never over-promise).
+    """
+    keyed = []
+    for k in limits:
+        try:
+            major, minor, patch = parse_release(k)
+        except ValueError:
+            continue
+        keyed.append(((major, minor, patch or 0), k))
+    keyed.sort()
+    if release is not None:
+        major, minor, patch = parse_release(release)
+        target = (major, minor, patch if patch is not None else 10**9)
+        fitting = [k for v, k in keyed if v <= target]
+        if fitting:
+            return fitting[-1]
+    return min(limits, key=lambda k: (limits[k], k))
+
+
+def _tokenizer(folder: Path, lfs: list[str]) -> tuple[tuple[Path, ...], dict[str, Any], str | None, Path | None]:
+    files = [folder / n for n in ("tokenizer.json", "tokenizer.model") if (folder / n).is_file()]
+    if not files:
+        raise MissingTokenizerError(
+            f"{folder} has no tokenizer (tokenizer.json or tokenizer.model); copy the tokenizer "
+            "files of the original model into the package folder",
+            path=folder,
+        )
+    tok_cfg: dict[str, Any] = {}
+    cfg_path = folder / "tokenizer_config.json"
+    if cfg_path.is_file() and "tokenizer_config.json" not in lfs:
+        data = _read_json(cfg_path, "tokenizer configuration")
+        if isinstance(data, dict):
+            tok_cfg = data
+    template: str | None = None
+    template_file: Path | None = None
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file() and "chat_template.jinja" not in lfs:
+        template = jinja.read_text(encoding="utf-8")
+        template_file = jinja
+    elif (folder / "chat_template.json").is_file():
+        data = _read_json(folder / "chat_template.json", "chat template")
+        if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
+            template, template_file = data["chat_template"], folder / "chat_template.json"
+    if template is None:
+        raw = tok_cfg.get("chat_template")
+        if isinstance(raw, str):
+            template = raw
+        elif isinstance(raw, list):  # named templates: [{"name": "default", "template": ...}, ...]
+            named = {t.get("name"): t.get("template") for t in raw if isinstance(t, dict)}
+            template = named.get("default") or next((v for v in named.values() if isinstance(v, str)), None)
+    return tuple(files), tok_cfg, template, template_file

@@ -1,0 +1,315 @@
+"""Build the tiny real OGA models and the Ryzen AI replica folders used by tests and the demo.
+
+Offline and deterministic: random-weight Hugging Face checkpoints (fixed seed) with a
+byte-level BPE tokenizer trained on ``scripts/fixture_corpus.txt``, exported with
+onnxruntime-genai's own model builder (int4, CPU), then given the real chat template of
+their family. Byte tokens that are not valid UTF-8 on their own get a -1e4 logit bias in the
+graph, so random output is always valid text.
+
+Needs the ``fixtures`` extra (torch, transformers, tokenizers, onnx_ir); tests and CI do not:
+the outputs are committed.
+
+    python scripts/build_fixtures.py            # models + replicas (about a minute)
+    python scripts/build_fixtures.py --bench    # also the ~30M-parameter benchmark model
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "scripts" / "fixture_corpus.txt"
+TEMPLATES = ROOT / "core" / "templates"
+MODELS = ROOT / "tests" / "fixtures" / "models"
+REPLICAS = ROOT / "tests" / "fixtures" / "replicas"
+EMBEDDED = ROOT / "core" / "models"
+SEED = 1234
+VOCAB = 1024
+
+
+@dataclass
+class Family:
+    name: str
+    arch: str  # transformers class name
+    model_type: str
+    template: str
+    specials: list[str]
+    bos: str | None
+    eos: str  # tokenizer eos_token
+    eos_ids: list[str]  # tokens that end generation (genai_config eos_token_id)
+    pad: str
+    tokenizer_config: dict = field(default_factory=dict)
+
+
+LLAMA = Family(
+    name="llama",
+    arch="LlamaForCausalLM",
+    model_type="llama",
+    template="llama-3.2-instruct.jinja",
+    specials=[
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        "<|start_header_id|>",
+        "<|end_header_id|>",
+        "<|eot_id|>",
+        "<|eom_id|>",
+        "<|python_tag|>",
+        "<|finetune_right_pad_id|>",
+    ],
+    bos="<|begin_of_text|>",
+    eos="<|eot_id|>",
+    eos_ids=["<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"],
+    pad="<|finetune_right_pad_id|>",
+)
+QWEN3 = Family(
+    name="qwen3",
+    arch="Qwen3ForCausalLM",
+    model_type="qwen3",
+    template="qwen3.jinja",
+    specials=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    bos=None,
+    eos="<|im_end|>",
+    eos_ids=["<|im_end|>", "<|endoftext|>"],
+    pad="<|endoftext|>",
+    tokenizer_config={"add_bos_token": False},
+)
+# Qwen3's tool and thinking markers are added tokens that are not "special" (they decode).
+QWEN3_ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+GEMMA3 = Family(
+    name="gemma3",
+    arch="LlamaForCausalLM",  # the replica's text decoder; see the Gemma replica notes
+    model_type="gemma3",
+    template="gemma-3-it.jinja",
+    specials=[
+        "<pad>",
+        "<eos>",
+        "<bos>",
+        "<unk>",
+        "<start_of_turn>",
+        "<end_of_turn>",
+        "<start_of_image>",
+        "<end_of_image>",
+        "<image_soft_token>",
+    ],
+    bos="<bos>",
+    eos="<eos>",
+    eos_ids=["<eos>", "<end_of_turn>"],
+    pad="<pad>",
+    tokenizer_config={"add_bos_token": True, "add_eos_token": False},
+)
+
+
+EMBEDDED_CARD = """# tiny-random-llama
+
+A Llama-3.2-style model with random weights (hidden 128, 2 layers, vocab 1024, int4), built
+offline by `scripts/build_fixtures.py`. It exercises the whole pipeline (chat template,
+tokenizer, budget, streaming) without downloading anything, but its text is noise: it was
+never trained. Plain ONNX: runs on the CPU build of onnxruntime-genai.
+"""
+
+
+def log(msg: str) -> None:
+    print(f"[fixtures] {msg}", flush=True)
+
+
+def train_tokenizer(fam: Family, out: Path) -> None:
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB - (len(QWEN3_ADDED) if fam is QWEN3 else 0),
+        special_tokens=fam.specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    text = CORPUS.read_text(encoding="utf-8")
+    tok.train_from_iterator([text] * 4, trainer)
+    if fam is QWEN3:
+        tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN3_ADDED])
+    tok.save(str(out / "tokenizer.json"))
+
+
+def invalid_utf8_ids(tokenizer_json: Path) -> list[int]:
+    """Ids of tokens whose bytes are not valid UTF-8 on their own."""
+    from tokenizers import pre_tokenizers  # noqa: F401  (only to assert the extra is present)
+
+    # GPT-2 byte <-> unicode table, as used by ByteLevel.
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    u2b = {chr(c): b for b, c in zip(bs, cs, strict=True)}
+    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    bad = []
+    for token, idx in data["model"]["vocab"].items():
+        try:
+            bytes(u2b[ch] for ch in token).decode("utf-8")
+        except (UnicodeDecodeError, KeyError):
+            bad.append(idx)
+    return sorted(bad)
+
+
+def add_logit_bias(model_dir: Path, ids: list[int], vocab: int) -> None:
+    """Append ``logits += bias`` to the graph, bias -1e4 on ``ids``."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    path = model_dir / "model.onnx"
+    model = onnx.load(str(path), load_external_data=False)
+    g = model.graph
+    out = next(o for o in g.output if o.name == "logits")
+    producer = next(n for n in g.node if "logits" in n.output)
+    producer.output[list(producer.output).index("logits")] = "logits_unbiased"
+    elem = out.type.tensor_type.elem_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    bias = np.zeros(vocab, dtype=dtype)
+    bias[ids] = -1e4
+    g.initializer.append(numpy_helper.from_array(bias, "logits_suppress_bias"))
+    g.node.append(
+        helper.make_node("Add", ["logits_unbiased", "logits_suppress_bias"], ["logits"], name="logits_suppress")
+    )
+    onnx.save(model, str(path))
+
+
+def build_model(
+    fam: Family,
+    out: Path,
+    *,
+    hidden: int = 128,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    ffn: int = 256,
+    max_positions: int = 4096,
+) -> None:
+    import torch
+    import transformers
+
+    log(f"building {out.relative_to(ROOT)} ({fam.name}, hidden {hidden}, {layers} layers)")
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = Path(tmp) / "hf"
+        hf.mkdir()
+        train_tokenizer(fam, hf)
+        tok = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
+        ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
+        torch.manual_seed(SEED)
+        cfg_cls = getattr(transformers, fam.arch.replace("ForCausalLM", "Config"))
+        cfg = cfg_cls(
+            vocab_size=VOCAB,
+            hidden_size=hidden,
+            intermediate_size=ffn,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            head_dim=hidden // heads,
+            max_position_embeddings=max_positions,
+            rope_theta=500000.0,
+            tie_word_embeddings=False,
+            bos_token_id=ids[fam.bos] if fam.bos else None,
+            eos_token_id=[ids[t] for t in fam.eos_ids],
+            pad_token_id=ids[fam.pad],
+        )
+        model = getattr(transformers, fam.arch)(cfg)
+        model.save_pretrained(hf)
+        tcfg = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": fam.bos,
+            "eos_token": fam.eos,
+            "pad_token": fam.pad,
+            "model_max_length": max_positions,
+            "clean_up_tokenization_spaces": False,
+            **fam.tokenizer_config,
+        }
+        (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
+        build = Path(tmp) / "onnx"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "onnxruntime_genai.models.builder",
+                "-i",
+                str(hf),
+                "-o",
+                str(build),
+                "-p",
+                "int4",
+                "-e",
+                "cpu",
+                "-c",
+                str(Path(tmp) / "cache"),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        add_logit_bias(build, invalid_utf8_ids(hf / "tokenizer.json"), VOCAB)
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for name in ("model.onnx", "model.onnx.data", "tokenizer.json"):
+            shutil.copy2(build / name, out / name)
+        gcfg = json.loads((build / "genai_config.json").read_text(encoding="utf-8"))
+        # Keep the config loadable by onnxruntime-genai 0.14 (Ryzen AI 1.8): drop keys it
+        # does not know, which newer builders write for some families.
+        for key in ("bot_token_id", "eot_token_id", "boi_token_id", "eoi_token_id", "image_token_id"):
+            gcfg["model"].pop(key, None)
+        gcfg["model"]["eos_token_id"] = [ids[t] for t in fam.eos_ids]
+        gcfg["model"]["pad_token_id"] = ids[fam.pad]
+        if fam.bos:
+            gcfg["model"]["bos_token_id"] = ids[fam.bos]
+        (out / "genai_config.json").write_text(json.dumps(gcfg, indent=4) + "\n", encoding="utf-8")
+        tcfg["chat_template"] = (TEMPLATES / fam.template).read_text(encoding="utf-8")
+        (out / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n", encoding="utf-8")
+        shutil.copy2(TEMPLATES / fam.template, out / "chat_template.jinja")
+        (out / "special_tokens_map.json").write_text(
+            json.dumps(
+                {k: v for k, v in {"bos_token": fam.bos, "eos_token": fam.eos, "pad_token": fam.pad}.items() if v},
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bench", action="store_true", help="also build the ~30M-parameter benchmark model")
+    parser.add_argument("--bench-only", action="store_true", help="only build the benchmark model")
+    args = parser.parse_args()
+
+    if not args.bench_only:
+        build_model(LLAMA, MODELS / "tiny-llama")
+        # The embedded default model ships inside the wheel (ryzenai_core/models/).
+        embedded = EMBEDDED / "tiny-random-llama"
+        if embedded.exists():
+            shutil.rmtree(embedded)
+        shutil.copytree(MODELS / "tiny-llama", embedded)
+        (embedded / "README.md").write_text(EMBEDDED_CARD, encoding="utf-8")
+        build_model(QWEN3, MODELS / "tiny-qwen3")
+        build_model(GEMMA3, MODELS / "tiny-gemma3-text", max_positions=16384)
+        import build_replicas  # noqa: PLC0415  (sibling script)
+
+        build_replicas.main()
+    if args.bench or args.bench_only:
+        build_model(
+            LLAMA, ROOT / "benchmarks" / "models" / "bench-30m", hidden=512, layers=10, heads=8, kv_heads=4, ffn=1536
+        )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    main()

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MODELS = FIXTURES / "models"
+REPLICAS = FIXTURES / "replicas"
+TINY_LLAMA = MODELS / "tiny-llama"
+TINY_QWEN3 = MODELS / "tiny-qwen3"
+TINY_GEMMA3 = MODELS / "tiny-gemma3-text"
+
+
+@pytest.fixture(autouse=True)
+def _no_release_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see no RYZENAI_VERSION unless they set it."""
+    monkeypatch.delenv("RYZENAI_VERSION", raising=False)
+
+
+@pytest.fixture
+def copy_package(tmp_path: Path):
+    """Copy a fixture folder into tmp_path (optionally under another name) for mutation."""
+
+    def _copy(src: Path, name: str | None = None) -> Path:
+        dst = tmp_path / (name or src.name)
+        shutil.copytree(src, dst)
+        return dst
+
+    return _copy

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPLICAS
+from ryzenai_core.cli import main
+
+KEYS = {"model_type", "mode", "release", "provider", "token_backend", "lfs_pointers", "budget"}
+BUDGET_KEYS = {"prompt_limit", "window", "prefill_window", "prefill_buckets", "decode_buckets"}
+PLAN_KEYS = {"prompt_tokens", "prefill_bucket", "padding", "prefill_windows", "max_new_tokens", "decode_buckets"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_json_schema(capsys):
+    code, out, _ = run(capsys, "info", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert KEYS <= data.keys() and BUDGET_KEYS <= data["budget"].keys()
+    assert "plan" not in data
+    assert data["mode"] == "full-fusion" and data["release"] == "1.8.0" and data["token_backend"] == "npu"
+    assert data["budget"]["prompt_limit"] == 4096
+
+
+def test_info_json_plan(capsys):
+    code, out, _ = run(
+        capsys,
+        "info",
+        str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"),
+        "--json",
+        "--prompt-tokens",
+        "1030",
+        "--max-new-tokens",
+        "100",
+    )
+    plan = json.loads(out)["plan"]
+    assert PLAN_KEYS <= plan.keys()
+    assert (plan["prefill_bucket"], plan["padding"], plan["max_new_tokens"], plan["decode_buckets"]) == (
+        1536,
+        506,
+        100,
+        [2048],
+    )
+
+
+def test_info_over_the_limit_exits_non_zero(capsys):
+    code, out, err = run(
+        capsys, "info", str(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"), "--json", "--prompt-tokens", "5000"
+    )
+    assert code != 0 and out == ""
+    assert "5000" in err and "4096" in err
+
+
+def test_info_env_release(capsys, monkeypatch):
+    monkeypatch.setenv("RYZENAI_VERSION", "1.5.1")
+    _, out, _ = run(capsys, "info", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--json")
+    data = json.loads(out)
+    assert data["release"] == "1.5.1" and data["budget"]["prompt_limit"] == 2048
+
+
+def test_info_lfs_pointers(capsys):
+    _, out, _ = run(capsys, "info", str(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers"), "--json")
+    assert "model.onnx.data" in json.loads(out)["lfs_pointers"]
+
+
+def test_info_text_default_model(capsys):
+    code, out, _ = run(capsys, "info")
+    assert code == 0 and "tiny-random-llama" in out and "window" in out
+
+
+def test_info_text_plan_for_token_fusion(capsys):
+    _, out, _ = run(capsys, "info", str(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"), "--prompt-tokens", "9000")
+    assert "token-fusion" in out and "3 prefill runs" in out
+
+
+def test_missing_folder_is_an_error_not_a_traceback(capsys, tmp_path):
+    code, _, err = run(capsys, "info", str(tmp_path / "missing"))
+    assert code == 2 and err.startswith("error:") and "does not exist" in err
+
+
+def test_bad_prompt_tokens_is_rejected():
+    with pytest.raises(SystemExit):
+        main(["info", "--prompt-tokens", "0"])
+
+
+def test_console_script_runs():
+    exe = Path(sys.executable).with_name("ryzenai-llm")
+    command = [str(exe)] if exe.exists() else [shutil.which("ryzenai-llm") or "ryzenai-llm"]
+    out = subprocess.run([*command, "info", "--json"], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out)["mode"] == "plain"

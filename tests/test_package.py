@@ -1,0 +1,322 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3
+from ryzenai_core import (
+    ConfigError,
+    LfsPointerError,
+    MissingTokenizerError,
+    Mode,
+    ModelNotFoundError,
+    ModelPackage,
+    ModelPackageError,
+    RyzenAIError,
+    UnsafePathError,
+    UnsupportedModelError,
+)
+from ryzenai_core.package import _limit_key
+
+PREFILL_4K = [128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096]
+TOKEN_4K = [256, 512, 1024, 2048, 3072, 4096]
+AMD_PREFILL = [128, 256, 512, 768, 1024, 1536, 1792, 2048, 2304, 3072, 4096]
+
+# name -> (type, mode, release, provider, token_backend, prompt_limit, window, prefill_window, prefill, decode)
+EXPECTED = {
+    "Llama-3.2-1B_rai_1.8.0_npu_4K": (
+        "llama",
+        Mode.FULL_FUSION,
+        "1.8.0",
+        "RyzenAI",
+        "npu",
+        4096,
+        4096,
+        None,
+        PREFILL_4K,
+        TOKEN_4K,
+    ),
+    "Qwen3-4B_rai_1.8.0_npu_4K": (
+        "qwen3",
+        Mode.FULL_FUSION,
+        "1.8.0",
+        "RyzenAI",
+        "npu",
+        4096,
+        4096,
+        None,
+        PREFILL_4K,
+        TOKEN_4K,
+    ),
+    "Gemma-3-4b_rai_1.8.0_npu_16K": (
+        "gemma3",
+        Mode.TOKEN_FUSION,
+        "1.8.0",
+        "RyzenAI",
+        "npu",
+        16384,
+        16384,
+        4096,
+        AMD_PREFILL,
+        TOKEN_4K,
+    ),
+    "Llama-3.2-1B_rai_1.8.0_hybrid": ("llama", Mode.HYBRID, "1.8.0", "RyzenAI", None, 4096, 4096, 4096, [], []),
+    "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid": (
+        "llama",
+        Mode.HYBRID,
+        "1.7",
+        "RyzenAI",
+        None,
+        8192,
+        8192,
+        4096,
+        [],
+        [],
+    ),
+    "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu": (
+        "qwen2",
+        Mode.NPU,
+        None,
+        "RyzenAI",
+        "npu",
+        2048,
+        4096,
+        4096,
+        AMD_PREFILL,
+        [256, 512, 1024, 2048, 4096],
+    ),
+    "Phi-3-mini-4k-instruct-onnx-ryzenai-npu-1.4": (
+        "phi3",
+        Mode.NPU,
+        None,
+        "VitisAI",
+        None,
+        2048,
+        4096,
+        None,
+        AMD_PREFILL,
+        [256, 512, 1024, 2048, 4096],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_replica_facts(name):
+    mtype, mode, release, provider, backend, limit, window, pwin, prefill, decode = EXPECTED[name]
+    pkg = ModelPackage.open(REPLICAS / name)
+    assert pkg.model_type == mtype
+    assert pkg.mode is mode
+    assert pkg.release == release
+    assert pkg.provider == provider
+    assert pkg.token_backend == backend
+    b = pkg.budget
+    assert (b.prompt_limit, b.window, b.prefill_window) == (limit, window, pwin)
+    assert list(b.prefill_buckets) == prefill
+    assert list(b.decode_buckets) == decode
+    assert pkg.is_ryzenai
+
+
+def test_plain_builder_output():
+    pkg = ModelPackage.open(TINY_LLAMA)
+    assert pkg.mode is Mode.PLAIN and not pkg.is_ryzenai
+    assert pkg.provider == "cpu" and pkg.release is None
+    assert pkg.budget.prefill_buckets == () and pkg.budget.decode_buckets == ()
+    assert pkg.budget.window == 4096
+    assert pkg.chat_template_source.startswith("{{- bos_token }}")
+    assert pkg.eos_token_ids  # list of ids from genai_config
+
+
+def test_gemma_vision_parts_and_bucket_node():
+    pkg = ModelPackage.open(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K")
+    names = {p.name for p in pkg.vision_files}
+    assert {
+        "gemma-3-embedding.onnx",
+        "gemma-3-vision.onnx",
+        "processor_config.json",
+        "dd_metastate_Llm_Vision_Attention_0.state",
+    } <= names
+    assert pkg.has_vision
+    assert pkg.bucket_node == "modellayers.0input_layernormMLADFRMSNORM"
+    assert pkg.provider_options["fusion_opt_io_bind_kv_cache"] == "1"
+    assert pkg.external_files[0].name == "model.pb.bin"
+
+
+def test_custom_ops_layout_reads_config_entries():
+    pkg = ModelPackage.open(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu")
+    assert pkg.layout == "custom-ops"
+    assert pkg.provider_options["max_length_for_kv_cache"] == "4096"
+    assert pkg.budget.window == 4096  # min(32768, 32768, 4096)
+    assert pkg.chat_template_source is None
+
+
+def test_release_for_1_6_package_chooses_its_key(monkeypatch):
+    monkeypatch.setenv("RYZENAI_VERSION", "1.6.0")
+    pkg = ModelPackage.open(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu")
+    assert pkg.release == "1.6.0" and pkg.release_source.startswith("environment")
+    assert pkg.budget.prompt_limit == 4096
+
+
+def test_env_var_overrides_folder_name(monkeypatch):
+    monkeypatch.setenv("RYZENAI_VERSION", "1.5.1")
+    pkg = ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K")
+    assert pkg.release == "1.5.1"
+    assert pkg.budget.prompt_limit == 2048
+
+
+def test_bad_env_var_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("RYZENAI_VERSION", "one.eight")
+    with pytest.raises(RyzenAIError, match=r"'one.eight'.*RYZENAI_VERSION"):
+        ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K")
+
+
+def test_explicit_release_argument():
+    pkg = ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", release="1.4.1")
+    assert pkg.budget.prompt_limit == 2048
+
+
+@pytest.mark.parametrize(
+    ("release", "key"),
+    [
+        ("1.8.0", "1.7.1"),
+        ("1.7.1", "1.7.1"),
+        ("1.7.0", "1.6.0"),
+        ("1.7", "1.7.1"),
+        ("1.6.0", "1.6.0"),
+        ("1.5.0", "1.5.0"),
+        ("1.5.1", "1.5.1"),
+        ("2.0.0", "1.7.1"),
+        ("1.2.0", "1.3.1"),
+        (None, "1.3.1"),
+    ],
+)
+def test_limit_key_is_newest_not_newer(release, key):
+    limits = {"1.3.1": 2048, "1.4.0": 2048, "1.5.0": 2048, "1.5.1": 2048, "1.6.0": 4096, "1.7.1": 4096}
+    assert _limit_key(limits, release) == key
+
+
+def test_lfs_pointers_are_listed_and_block_loading():
+    pkg = ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers")
+    assert "model.onnx.data" in pkg.lfs_pointers and "tokenizer.json" in pkg.lfs_pointers
+    with pytest.raises(LfsPointerError, match=r"Git LFS pointer \(\d+ bytes\).*git lfs pull"):
+        pkg.check_loadable()
+
+
+def test_complete_package_is_loadable():
+    ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K").check_loadable()
+
+
+# ----------------------------------------------------------------------------- bad folders
+def _edit_config(folder: Path, fn) -> None:
+    path = folder / "genai_config.json"
+    cfg = json.loads(path.read_text())
+    fn(cfg)
+    path.write_text(json.dumps(cfg))
+
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="does not exist"):
+        ModelPackage.open(tmp_path / "nope")
+
+
+def test_file_instead_of_folder(tmp_path):
+    f = tmp_path / "model.onnx"
+    f.write_text("x")
+    with pytest.raises(ModelNotFoundError, match="is a file"):
+        ModelPackage.open(f)
+
+
+def test_missing_genai_config_points_to_subfolder(tmp_path, copy_package):
+    copy_package(TINY_LLAMA, "inner")
+    with pytest.raises(ConfigError, match="subfolder.*inner"):
+        ModelPackage.open(tmp_path)
+
+
+def test_corrupt_genai_config(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    (folder / "genai_config.json").write_text('{"model": {"type": "llama",')
+    with pytest.raises(ConfigError, match=r"not valid JSON \(line 1"):
+        ModelPackage.open(folder)
+
+
+def test_genai_config_that_is_an_lfs_pointer(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    (folder / "genai_config.json").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n")
+    with pytest.raises(LfsPointerError, match="genai_config.json is a Git LFS pointer"):
+        ModelPackage.open(folder)
+
+
+def test_unknown_model_type(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    _edit_config(folder, lambda c: c["model"].__setitem__("type", "llamaz"))
+    with pytest.raises(UnsupportedModelError, match="'llamaz'.*known types"):
+        ModelPackage.open(folder)
+
+
+def test_missing_tokenizer(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(MissingTokenizerError, match="no tokenizer"):
+        ModelPackage.open(folder)
+
+
+@pytest.mark.parametrize("bad", ["../../x.onnx", "/etc/passwd", "C:\\Windows\\x.onnx", "sub/../../x.onnx"])
+def test_decoder_path_escaping_the_folder(copy_package, bad):
+    folder = copy_package(TINY_LLAMA)
+    _edit_config(folder, lambda c: c["model"]["decoder"].__setitem__("filename", bad))
+    with pytest.raises(UnsafePathError, match="outside the model folder"):
+        ModelPackage.open(folder)
+
+
+def test_external_data_path_escaping_the_folder(copy_package):
+    folder = copy_package(REPLICAS / "Llama-3.2-1B_rai_1.8.0_hybrid")
+    _edit_config(
+        folder,
+        lambda c: c["model"]["decoder"]["session_options"]["provider_options"][0]["RyzenAI"].__setitem__(
+            "external_data_file", "../secrets.bin"
+        ),
+    )
+    with pytest.raises(UnsafePathError, match="external_data_file"):
+        ModelPackage.open(folder)
+
+
+def test_symlink_escaping_the_folder(copy_package, tmp_path):
+    folder = copy_package(TINY_LLAMA)
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"x")
+    (folder / "link.onnx").symlink_to(outside)
+    _edit_config(folder, lambda c: c["model"]["decoder"].__setitem__("filename", "link.onnx"))
+    with pytest.raises(UnsafePathError, match="resolves to"):
+        ModelPackage.open(folder)
+
+
+def test_missing_weight_file_blocks_loading(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    (folder / "model.onnx").unlink()
+    pkg = ModelPackage.open(folder)
+    with pytest.raises(ModelPackageError, match="model.onnx is named in genai_config.json but missing"):
+        pkg.check_loadable()
+
+
+def test_bad_window_value(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    _edit_config(folder, lambda c: c["search"].__setitem__("max_length", "lots"))
+    with pytest.raises(ConfigError, match="search.max_length.*'lots'"):
+        ModelPackage.open(folder).budget  # noqa: B018
+
+
+def test_named_chat_template_list(copy_package):
+    folder = copy_package(TINY_QWEN3)
+    (folder / "chat_template.jinja").unlink()
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = [{"name": "tool_use", "template": "TOOLS"}, {"name": "default", "template": "DEFAULT"}]
+    (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
+    assert ModelPackage.open(folder).chat_template_source == "DEFAULT"
+
+
+def test_unknown_release_uses_smallest_limit_and_says_so(copy_package):
+    folder = copy_package(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", "renamed-llama")
+    pkg = ModelPackage.open(folder)
+    assert pkg.release is None
+    assert pkg.budget.prompt_limit == 2048
+    assert "RYZENAI_VERSION" in pkg.budget.prompt_limit_source
