@@ -1,7 +1,8 @@
 """ryzenai_core: the engine behind ryzenai-llm.
 
 Model packages (:class:`ModelPackage`), bucketed context accounting
-(:class:`ContextBudget`, :class:`BudgetPlan`) and the error hierarchy
+(:class:`ContextBudget`, :class:`BudgetPlan`), chat templates (:class:`ChatTemplate`),
+streaming generation (:class:`Engine` -> :class:`Chunk`) and the error hierarchy
 (:class:`RyzenAIError`). Imports neither LangChain nor LlamaIndex, and imports
 onnxruntime-genai only when a model is loaded.
 """
@@ -10,11 +11,14 @@ from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
 from .budget import BudgetPlan, ContextBudget
+from .chat_template import ChatTemplate
+from .engine import Completion, Engine
 from .errors import (
     ChatTemplateError,
     ConfigError,
     ContextWindowExceededError,
     GenerationError,
+    GenerationTimeoutError,
     GuidanceUnsupportedError,
     InvalidRequestError,
     LfsPointerError,
@@ -26,7 +30,10 @@ from .errors import (
     UnsafePathError,
     UnsupportedModelError,
 )
+from .messages import ChatMessage, ToolCall
+from .options import GenerationOptions, Guidance
 from .package import Mode, ModelPackage
+from .streaming import Chunk, Timings, Usage
 
 try:
     __version__ = _version("ryzenai-llm")
@@ -35,11 +42,19 @@ except _PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "BudgetPlan",
+    "ChatMessage",
+    "ChatTemplate",
     "ChatTemplateError",
+    "Chunk",
+    "Completion",
     "ConfigError",
     "ContextBudget",
     "ContextWindowExceededError",
+    "Engine",
     "GenerationError",
+    "GenerationOptions",
+    "GenerationTimeoutError",
+    "Guidance",
     "GuidanceUnsupportedError",
     "InvalidRequestError",
     "LfsPointerError",
@@ -50,7 +65,10 @@ __all__ = [
     "ModelPackageError",
     "RuntimeNotAvailableError",
     "RyzenAIError",
+    "Timings",
+    "ToolCall",
     "UnsafePathError",
     "UnsupportedModelError",
+    "Usage",
     "__version__",
 ]

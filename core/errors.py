@@ -16,7 +16,8 @@ wrong, the limit or expectation it broke, and what to do about it::
     ├── InvalidRequestError           bad options, messages or tools (also a ValueError)
     ├── ChatTemplateError             the chat template failed to render
     ├── GuidanceUnsupportedError      constrained decoding asked of a runtime without it
-    └── GenerationError               the runtime failed during a generation
+    └── GenerationError               the runtime failed, or the model worker died
+        └── GenerationTimeoutError    a call ran past its timeout (also a TimeoutError)
 
 Errors about caller input also derive from ``ValueError`` so generic handlers keep working.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "ContextWindowExceededError",
     "GenerationError",
+    "GenerationTimeoutError",
     "GuidanceUnsupportedError",
     "InvalidRequestError",
     "LfsPointerError",
@@ -57,6 +59,9 @@ class ModelPackageError(RyzenAIError):
     def __init__(self, message: str, *, path: str | Path | None = None) -> None:
         super().__init__(message)
         self.path = Path(path) if path is not None else None
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), str(self), {"path": self.path}))
 
 
 class ModelNotFoundError(ModelPackageError, FileNotFoundError):
@@ -102,6 +107,10 @@ class ContextWindowExceededError(InvalidRequestError):
         self.limit = limit
         self.window = window
 
+    def __reduce__(self) -> tuple[object, ...]:
+        kwargs = {"prompt_tokens": self.prompt_tokens, "limit": self.limit, "window": self.window}
+        return (_rebuild, (type(self), str(self), kwargs))
+
 
 class ChatTemplateError(InvalidRequestError):
     """The chat template raised or could not be rendered."""
@@ -112,4 +121,13 @@ class GuidanceUnsupportedError(RyzenAIError):
 
 
 class GenerationError(RyzenAIError, RuntimeError):
-    """The runtime failed while generating."""
+    """The runtime failed while generating, or the model worker died."""
+
+
+class GenerationTimeoutError(GenerationError, TimeoutError):
+    """A call took longer than its ``timeout``; the generation was cancelled."""
+
+
+def _rebuild(cls: type[Exception], message: str, kwargs: dict[str, object]) -> Exception:
+    """Unpickle errors that take keyword arguments (they cross the worker process boundary)."""
+    return cls(message, **kwargs)

@@ -1,0 +1,909 @@
+"""Chat templates: from :class:`ChatMessage` lists to prompt text, and from model output back.
+
+Hugging Face chat templates are Jinja programs shipped with a model. This module renders them
+the way ``transformers`` does (``transformers.utils.chat_template_utils``), so that a prompt built
+here is byte-for-byte the prompt the model was trained and evaluated with, and parses what the
+model writes back (reasoning, tool calls) in the format of its family.
+
+Data flow::
+
+    ModelPackage ──► ChatTemplate.for_package(pkg, override)
+                       source: override > chat_template.jinja / .json / tokenizer_config.json
+                               > built-in fallback chosen by model type (core/templates/*.jinja)
+                       special tokens: tokenizer_config.json (bos_token, eos_token, ...)
+
+    ChatMessage[] ─► ChatMessage.to_hf() ─┐
+    tools ─► normalize_tools() ───────────┼─► plain JSON data ─► sandboxed Jinja ─► prompt str
+    special tokens, enable_thinking, **kw ┘   (compiled once per template source)
+
+    model output ─► split_reasoning() ─► parse_tool_calls() ─► ParsedOutput(reasoning, content, tool_calls)
+
+Rendering mirrors ``transformers`` (checked against it by ``tests/fixtures/template_goldens.json``,
+made by ``scripts/make_template_goldens.py``): an :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`
+with ``trim_blocks``/``lstrip_blocks`` and loop controls, the ``{% generation %}`` tag (a no-op
+here), ``raise_exception``, ``strftime_now``, a ``tojson`` filter that does not escape HTML or
+non-ASCII, and the restricted ``dict``/``namespace`` globals. Template variables are ``messages``,
+``tools`` (``None`` without tools), ``documents``, ``add_generation_prompt``, the special tokens,
+``enable_thinking`` (only when given) and any extra keyword. One deliberate difference: reading an
+unsafe attribute (``''.__class__``, ``self._TemplateReference__context``) raises instead of
+rendering as empty text, so a hostile template fails loudly with :class:`ChatTemplateError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
+from functools import cached_property, lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
+
+import jinja2
+import jinja2.exceptions
+import jinja2.ext
+import jinja2.meta
+import jinja2.nodes
+import jinja2.utils
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from .errors import ChatTemplateError, InvalidRequestError
+from .messages import ChatMessage, ToolCall, normalize_tools
+
+if TYPE_CHECKING:
+    from .package import ModelPackage
+
+__all__ = [
+    "FALLBACK_TEMPLATES",
+    "FAMILIES",
+    "SPECIAL_TOKEN_NAMES",
+    "ChatTemplate",
+    "Family",
+    "ParsedOutput",
+    "builtin_template",
+    "end_of_turn_markers",
+    "family_for_model_type",
+    "infer_family",
+    "parse_tool_calls",
+    "reasoning_markers",
+    "special_tokens_from_config",
+    "split_reasoning",
+    "tool_call_markers",
+]
+
+logger = logging.getLogger(__name__)
+
+Family = Literal["llama3", "qwen3", "gemma3", "chatml"]
+#: The prompt/output formats this module knows.
+FAMILIES: tuple[Family, ...] = ("llama3", "qwen3", "gemma3", "chatml")
+
+#: Built-in template file (in ``ryzenai_core/templates``) used when a package ships none.
+FALLBACK_TEMPLATES: Mapping[Family, str] = {
+    "llama3": "llama-3.2-instruct.jinja",
+    "qwen3": "qwen3.jinja",
+    "gemma3": "gemma-3-it.jinja",
+    "chatml": "chatml.jinja",
+}
+
+#: The special-token attributes ``transformers`` passes to every template (its
+#: ``SPECIAL_TOKENS_ATTRIBUTES``).
+SPECIAL_TOKEN_NAMES: tuple[str, ...] = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
+
+_MODEL_TYPE_FAMILY: Mapping[str, Family] = {
+    "llama": "llama3",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3",
+    "gemma": "gemma3",
+    "gemma2": "gemma3",
+    "gemma3": "gemma3",
+    "gemma3_text": "gemma3",
+}
+
+_END_OF_TURN: Mapping[Family, tuple[str, ...]] = {
+    "llama3": ("<|eot_id|>", "<|eom_id|>"),
+    "qwen3": ("<|im_end|>",),
+    "gemma3": ("<end_of_turn>",),
+    "chatml": ("<|im_end|>",),
+}
+
+_TOOL_CALL_TAGS = ("<tool_call>", "</tool_call>")
+_THINK_TAGS = ("<think>", "</think>")
+_PYTHON_TAG = "<|python_tag|>"
+_SYSTEM_PROBE = "ryzenai-system-probe-7d1f"
+
+
+# ---------------------------------------------------------------------- families
+def family_for_model_type(model_type: str) -> Family:
+    """The template family of a ``genai_config.json`` ``model.type`` (``chatml`` when unknown).
+
+    Args:
+        model_type: e.g. ``llama``, ``qwen3``, ``gemma3_text``, ``qwen2``, ``phi3``.
+    """
+    return _MODEL_TYPE_FAMILY.get(model_type, "chatml")
+
+
+def infer_family(source: str) -> Family | None:
+    """Guess the family of a template from the control tokens it writes.
+
+    Args:
+        source: the Jinja source.
+
+    Returns:
+        ``llama3`` (``<|start_header_id|>``), ``gemma3`` (``<start_of_turn>``), ``qwen3``
+        (ChatML with ``<think>`` or ``enable_thinking``), ``chatml`` (``<|im_start|>``), or
+        ``None`` when none of these appear.
+    """
+    if "<|start_header_id|>" in source or "<|eot_id|>" in source:
+        return "llama3"
+    if "<start_of_turn>" in source:
+        return "gemma3"
+    if "<|im_start|>" in source:
+        return "qwen3" if ("<think>" in source or "enable_thinking" in source) else "chatml"
+    return None
+
+
+def _check_family(family: str) -> Family:
+    if family not in FAMILIES:
+        raise InvalidRequestError(f"template family {family!r} is not known; use one of {', '.join(FAMILIES)}")
+    return family
+
+
+def end_of_turn_markers(family: str) -> list[str]:
+    """The strings that end an assistant turn in ``family``'s format.
+
+    Args:
+        family: one of :data:`FAMILIES`.
+    """
+    return list(_END_OF_TURN[_check_family(family)])
+
+
+def tool_call_markers(family: str) -> tuple[str, str] | None:
+    """The tags around one tool call, or ``None`` when the family has none.
+
+    Llama 3 writes a whole message of JSON (see :func:`parse_tool_calls`) and Gemma 3 has no
+    tool-call format, so both give ``None``.
+
+    Args:
+        family: one of :data:`FAMILIES`.
+    """
+    return _TOOL_CALL_TAGS if _check_family(family) in ("qwen3", "chatml") else None
+
+
+def reasoning_markers(family: str) -> tuple[str, str] | None:
+    """The tags around the model's reasoning (``<think>``/``</think>`` for Qwen3), else ``None``.
+
+    Args:
+        family: one of :data:`FAMILIES`.
+    """
+    return _THINK_TAGS if _check_family(family) == "qwen3" else None
+
+
+# ---------------------------------------------------------------------- special tokens
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
+        return str(value["content"])
+    return None
+
+
+def special_tokens_from_config(config: Mapping[str, Any], names: Sequence[str] = SPECIAL_TOKEN_NAMES) -> dict[str, str]:
+    """The special-token strings of a ``tokenizer_config.json``, as templates see them.
+
+    Values may be strings or ``{"content": ...}`` (AddedToken) dicts; missing or ``null``
+    tokens are left out (so the template sees them as undefined, as with ``transformers``).
+
+    Args:
+        config: the parsed tokenizer configuration.
+        names: the keys to read (default: :data:`SPECIAL_TOKEN_NAMES`).
+    """
+    out: dict[str, str] = {}
+    for name in names:
+        text = _token_text(config.get(name))
+        if text is not None:
+            out[name] = text
+    return out
+
+
+def builtin_template(name: str) -> str:
+    """The source of a template shipped in ``ryzenai_core/templates``.
+
+    Args:
+        name: the file name, e.g. ``qwen3.jinja`` (see :data:`FALLBACK_TEMPLATES`).
+
+    Raises:
+        ChatTemplateError: no such built-in template.
+    """
+    resource = files("ryzenai_core").joinpath("templates", name)
+    if "/" in name or "\\" in name or not resource.is_file():
+        known = ", ".join(sorted(FALLBACK_TEMPLATES.values()))
+        raise ChatTemplateError(f"there is no built-in chat template {name!r}; built-in templates: {known}")
+    return resource.read_bytes().decode("utf-8")
+
+
+# ---------------------------------------------------------------------- environment
+class _TemplateRaised(ChatTemplateError):
+    """What ``raise_exception(...)`` raises inside a template (re-raised with context by render)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.template_message = message
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """``{% generation %}...{% endgeneration %}``: marks assistant text for training masks.
+
+    ``transformers`` records the character span of the block (AssistantTracker); prompts only
+    need its text, so this renders the body unchanged.
+    """
+
+    tags = {"generation"}
+
+    def parse(self, parser: Any) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Any) -> str:
+        return str(caller())
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """``transformers``' sandbox, except that an unsafe attribute raises instead of being undefined."""
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> NoReturn:
+        raise jinja2.exceptions.SecurityError(
+            f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
+        )
+
+
+def _raise_exception(message: Any) -> NoReturn:
+    raise _TemplateRaised(str(message))
+
+
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: int | str | None = None, separators: Any = None, sort_keys: bool = False
+) -> str:
+    # transformers' filter: no HTML escaping (unlike Jinja's), and json.dumps' options exposed.
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(format: str) -> str:
+    return datetime.now().strftime(format)
+
+
+class _TemplateDict:
+    """``dict`` for templates without access to the type itself (as in transformers)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args, **kwargs)
+
+
+class _TemplateNamespace(jinja2.utils.Namespace):
+    """``namespace`` that refuses underscore-prefixed attributes (as in transformers)."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:  # Jinja's signature trick: `self` may be a key
+        self, rest = args[0], args[1:]
+        attrs = dict(*rest, **kwargs)
+        for name in attrs:
+            _TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _TemplateNamespace._check_name(name)
+        jinja2.utils.Namespace.__setitem__(self, name, value)
+
+    @staticmethod
+    def _check_name(name: Any) -> None:
+        if isinstance(name, str) and name.startswith("_"):
+            raise jinja2.exceptions.SecurityError(
+                f"chat templates cannot store underscore-prefixed attributes on a namespace, got {name!r}"
+            )
+
+
+def _make_environment() -> _Sandbox:
+    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = _TemplateNamespace
+    return env
+
+
+_ENV = _make_environment()
+
+
+@lru_cache(maxsize=64)
+def _compile(source: str) -> jinja2.Template:
+    return _ENV.from_string(source)
+
+
+@lru_cache(maxsize=64)
+def _variables(source: str) -> frozenset[str]:
+    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
+
+
+def _plain(value: Any) -> Any:
+    """Rebuild template data from plain JSON types (transformers' ``_plain_template_data``).
+
+    Objects with methods the sandbox does not know are replaced by an inert ``<TypeName>``.
+    """
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return f"<{type(value).__name__}>"
+
+
+def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # transformers fills `thinking` (gpt-oss templates) and `reasoning_content` from each other.
+    out = []
+    for message in messages:
+        reasoning = next(
+            (message[k] for k in ("reasoning_content", "thinking", "reasoning") if message.get(k) is not None), None
+        )
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        out.append(message)
+    return out
+
+
+def _hint(template_message: str) -> str:
+    low = template_message.lower()
+    if "system" in low:
+        return (
+            "the template does not support the 'system' role: put the system prompt into the first user "
+            "message, or pass a template that supports it (chat_template=...)"
+        )
+    if "alternate" in low:
+        return (
+            "the template needs user and assistant turns to alternate, starting with a user turn: merge "
+            "consecutive messages of the same role"
+        )
+    if "first user message" in low:
+        return "the template puts the tool definitions into the first user message: start with a user message"
+    if "tool" in low:
+        return (
+            "the template limits tool use (for example one tool call per assistant message): split the calls "
+            "into separate assistant messages, each followed by its tool result"
+        )
+    return "the template rejected this conversation: change the messages, or override the template (chat_template=...)"
+
+
+# ---------------------------------------------------------------------- output parsing
+@dataclasses.dataclass(frozen=True)
+class ParsedOutput:
+    """A model's answer split into its parts.
+
+    Attributes:
+        reasoning: the thinking text (``None`` when there is none).
+        content: the visible answer.
+        tool_calls: the calls the model made, in order.
+    """
+
+    reasoning: str | None
+    content: str
+    tool_calls: list[ToolCall]
+
+
+def _call_id(index: int, name: str, arguments: Mapping[str, Any]) -> str:
+    key = json.dumps([index, name, arguments], sort_keys=True, ensure_ascii=False, default=str)
+    return "call_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+
+
+def _to_call(
+    obj: Any, index: int, *, arg_keys: tuple[str, ...], require_args: bool, tool_names: Collection[str] | None
+) -> ToolCall | None:
+    """A ToolCall from a decoded ``{"name": ..., "arguments": {...}}`` object, or None."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("function"), dict):  # OpenAI-style {"type": "function", "function": {...}}
+        obj = obj["function"]
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    if tool_names is not None and name not in tool_names:
+        return None
+    key = next((k for k in arg_keys if k in obj), None)
+    if key is None:
+        if require_args:
+            return None
+        args: Any = {}
+    else:
+        args = obj[key]
+    if args is None:
+        args = {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(args, dict):
+        return None
+    return ToolCall(name=name, arguments=args, id=_call_id(index, name, args))
+
+
+_TAGGED_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
+
+
+def _parse_tagged(text: str, tool_names: Collection[str] | None) -> tuple[str, list[ToolCall]]:
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    pos = 0
+    for m in _TAGGED_RE.finditer(text):
+        try:
+            obj = json.loads(m.group(1).strip())
+        except json.JSONDecodeError:
+            obj = None
+        call = _to_call(
+            obj, len(calls), arg_keys=("arguments", "parameters"), require_args=False, tool_names=tool_names
+        )
+        kept.append(text[pos : m.start()])
+        if call is None:
+            kept.append(m.group(0))  # not a call: leave it in the content as the model wrote it
+        else:
+            calls.append(call)
+        pos = m.end()
+    if not calls:
+        return text, []
+    kept.append(text[pos:])
+    return "".join(kept).strip(), calls
+
+
+def _parse_llama3(text: str, tool_names: Collection[str] | None) -> tuple[str, list[ToolCall]]:
+    body = text.strip()
+    if body.startswith(_PYTHON_TAG):
+        body = body[len(_PYTHON_TAG) :]
+    for end in _END_OF_TURN["llama3"]:
+        body = body.removesuffix(end)
+    decoder = json.JSONDecoder()
+    calls: list[ToolCall] = []
+    pos = 0
+    while True:
+        while pos < len(body) and (body[pos].isspace() or body[pos] == ";"):
+            pos += 1
+        if pos >= len(body):
+            break
+        try:
+            obj, pos = decoder.raw_decode(body, pos)
+        except json.JSONDecodeError:
+            return text, []
+        for item in obj if isinstance(obj, list) else [obj]:
+            call = _to_call(
+                item, len(calls), arg_keys=("parameters", "arguments"), require_args=True, tool_names=tool_names
+            )
+            if call is None:
+                return text, []
+            calls.append(call)
+    if not calls:
+        return text, []
+    return "", calls
+
+
+def parse_tool_calls(
+    text: str, family: str, *, tool_names: Collection[str] | None = None
+) -> tuple[str, list[ToolCall]]:
+    """Find the tool calls in a model's answer, in the format of its family.
+
+    * ``qwen3``/``chatml``: one or more ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+      blocks (a last block cut off before ``</tool_call>`` is accepted); the text around them is
+      the content. A block that is not valid JSON stays in the content.
+    * ``llama3``: the whole answer (optionally after ``<|python_tag|>``) is a JSON object
+      ``{"name": ..., "parameters": {...}}`` (or ``"arguments"``), or several separated by ``;``
+      or newlines, or a JSON list of them. Anything else is plain content without calls.
+    * ``gemma3``: no tool-call format; the text is content.
+
+    Arguments given as a JSON string are decoded. Each call gets a deterministic id
+    ``call_<12 hex>`` from its index, name and arguments.
+
+    Args:
+        text: the model's answer (reasoning already removed).
+        family: one of :data:`FAMILIES`.
+        tool_names: when given, only calls to these tools count (useful for Llama 3, whose
+            format is plain JSON and could be an ordinary JSON answer).
+
+    Returns:
+        ``(content, calls)``. Without calls, ``content`` is ``text`` unchanged; with calls it is
+        the remaining text, stripped.
+    """
+    fam = _check_family(family)
+    if fam == "llama3":
+        return _parse_llama3(text, tool_names)
+    if fam in ("qwen3", "chatml"):
+        return _parse_tagged(text, tool_names)
+    return text, []
+
+
+def split_reasoning(text: str, *, markers: tuple[str, str] = _THINK_TAGS) -> tuple[str | None, str]:
+    """Split Qwen3-style ``<think>...</think>`` reasoning from the answer.
+
+    Follows the Qwen3 template's own reading of an assistant message: the reasoning is the text
+    before the first ``</think>`` (after ``<think>``, which may be absent when the prompt opened
+    it), with surrounding newlines stripped; the content is the text after the last ``</think>``,
+    with leading newlines stripped. An answer that opens ``<think>`` and never closes it (cut off
+    by the token limit) is all reasoning.
+
+    Args:
+        text: the model's answer.
+        markers: the opening and closing tags.
+
+    Returns:
+        ``(reasoning, content)``; ``reasoning`` is ``None`` when there is none (or it is empty).
+    """
+    start, end = markers
+    if end in text:
+        parts = text.split(end)
+        reasoning = parts[0].split(start)[-1].strip("\n")
+        return (reasoning or None), parts[-1].lstrip("\n")
+    head, found, rest = text.partition(start)
+    if found and not head.strip():
+        return (rest.strip("\n") or None), ""
+    return None, text
+
+
+# ---------------------------------------------------------------------- the template
+class ChatTemplate:
+    """A Hugging Face chat template, rendered with ``transformers``' semantics.
+
+    Create from a package with :meth:`for_package`, or from a source string::
+
+        t = ChatTemplate(source, special_tokens={"bos_token": "<|begin_of_text|>"})
+        prompt = t.render([ChatMessage("user", "Hi")])
+
+    Attributes:
+        source: the Jinja source.
+        source_name: where it came from: ``chat_template.jinja``, ``chat_template.json``,
+            ``tokenizer_config.json``, ``override``, ``fallback:<file>`` or ``template string``.
+        special_tokens: the special-token variables (``bos_token``, ``eos_token``, ...).
+        fallback_message: why a built-in template is used, when it is (else ``None``).
+        package_name: the model package's name, when made by :meth:`for_package`.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        special_tokens: Mapping[str, Any] | None = None,
+        family: str | None = None,
+        source_name: str = "template string",
+        fallback_message: str | None = None,
+        package_name: str | None = None,
+    ) -> None:
+        """Compile a template.
+
+        Args:
+            source: the Jinja source.
+            special_tokens: template variables such as ``bos_token``; values are strings or
+                ``{"content": ...}`` dicts, ``None`` values are left out.
+            family: the prompt/output format (see :data:`FAMILIES`); guessed from the source
+                when not given (``chatml`` if it cannot be guessed).
+            source_name: where the source came from, for messages.
+            fallback_message: set when the source is a built-in fallback.
+            package_name: the package the template belongs to, for messages.
+
+        Raises:
+            ChatTemplateError: the source is empty or is not valid Jinja.
+            InvalidRequestError: an unknown family.
+        """
+        self.source_name = source_name
+        self.package_name = package_name
+        self.fallback_message = fallback_message
+        if not isinstance(source, str) or not source.strip():
+            raise ChatTemplateError(f"{self._label} is empty; pass the model's Jinja chat template")
+        self.source = source
+        self.special_tokens: dict[str, str] = {}
+        for key, value in (special_tokens or {}).items():
+            text = _token_text(value)
+            if text is not None:
+                self.special_tokens[key] = text
+            elif value is not None:
+                raise InvalidRequestError(
+                    f"special token {key!r} is {value!r}; give a string or a {{'content': ...}} dict"
+                )
+        self._family: Family = _check_family(family) if family is not None else (infer_family(source) or "chatml")
+        try:
+            self._template = _compile(source)
+        except jinja2.exceptions.TemplateSyntaxError as exc:
+            raise ChatTemplateError(
+                f"{self._label} is not valid Jinja (line {exc.lineno}: {exc.message}); fix the template, "
+                "or pass another one (chat_template=...)"
+            ) from exc
+        except jinja2.exceptions.TemplateError as exc:
+            raise ChatTemplateError(
+                f"{self._label} cannot be compiled ({type(exc).__name__}: {exc}); fix the template, "
+                "or pass another one (chat_template=...)"
+            ) from exc
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def for_package(
+        cls, pkg: ModelPackage, override: str | os.PathLike[str] | None = None, *, family: str | None = None
+    ) -> ChatTemplate:
+        """The chat template of a model package.
+
+        Uses ``override`` if given (a Jinja source, or the path of a template file), else the
+        package's own template (``chat_template.jinja``, ``chat_template.json`` or the
+        ``chat_template`` of ``tokenizer_config.json``), else a built-in template chosen by
+        ``pkg.model_type`` (see :data:`FALLBACK_TEMPLATES`; ChatML for types without one).
+        Special tokens come from ``pkg.tokenizer_config``.
+
+        Args:
+            pkg: the opened package.
+            override: a template to use instead of the package's.
+            family: force the output format (default: guessed from the template, else from
+                the model type).
+
+        Raises:
+            ChatTemplateError: the template is not valid Jinja, or ``override`` names an
+                unreadable file.
+        """
+        special = special_tokens_from_config(pkg.tokenizer_config)
+        type_family = family_for_model_type(pkg.model_type)
+        if override is not None:
+            source = _read_override(override)
+            return cls(
+                source,
+                special_tokens=special,
+                family=family or infer_family(source) or type_family,
+                source_name="override",
+                package_name=pkg.name,
+            )
+        if pkg.chat_template_source:
+            name = pkg.chat_template_file.name if pkg.chat_template_file is not None else "tokenizer_config.json"
+            return cls(
+                pkg.chat_template_source,
+                special_tokens=special,
+                family=family or infer_family(pkg.chat_template_source) or type_family,
+                source_name=name,
+                package_name=pkg.name,
+            )
+        fam = _check_family(family) if family is not None else type_family
+        file = FALLBACK_TEMPLATES[fam]
+        message = (
+            f"model package {pkg.name} has no chat template (no chat_template.jinja, chat_template.json or "
+            f"'chat_template' in tokenizer_config.json); using the built-in {file} for model type "
+            f"{pkg.model_type!r}. If the model was trained with another format, put its template in "
+            "chat_template.jinja or pass chat_template=..."
+        )
+        logger.warning(message)
+        return cls(
+            builtin_template(file),
+            special_tokens=special,
+            family=fam,
+            source_name=f"fallback:{file}",
+            fallback_message=message,
+            package_name=pkg.name,
+        )
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def _label(self) -> str:
+        where = f" of model package {self.package_name}" if self.package_name else ""
+        return f"chat template {self.source_name!r}{where}"
+
+    @property
+    def family(self) -> Family:
+        """The prompt/output format: ``llama3``, ``qwen3``, ``gemma3`` or ``chatml``."""
+        return self._family
+
+    @property
+    def is_fallback(self) -> bool:
+        """True when a built-in template stands in for a package without one."""
+        return self.source_name.startswith("fallback:")
+
+    @property
+    def variables(self) -> frozenset[str]:
+        """The variables the template reads from its context (``messages``, ``tools``, ...)."""
+        return _variables(self.source)
+
+    @property
+    def supports_tools(self) -> bool:
+        """True when the template reads ``tools``."""
+        return "tools" in self.variables
+
+    @property
+    def supports_thinking(self) -> bool:
+        """True when the template reads ``enable_thinking``."""
+        return "enable_thinking" in self.variables
+
+    @cached_property
+    def supports_system_role(self) -> bool:
+        """True unless the template rejects or drops a system message.
+
+        Found by rendering a system + user pair: False when that raises while a lone user
+        message renders, or when the system text does not appear in the prompt.
+        """
+        try:
+            prompt = self.render([ChatMessage("system", _SYSTEM_PROBE), ChatMessage("user", "Hi")])
+        except ChatTemplateError:
+            try:
+                self.render([ChatMessage("user", "Hi")])
+            except ChatTemplateError:
+                return True  # the template fails on any conversation; nothing to blame the role for
+            return False
+        return _SYSTEM_PROBE in prompt
+
+    @property
+    def bos_token(self) -> str | None:
+        """The ``bos_token`` variable (``None`` when the tokenizer has none)."""
+        return self.special_tokens.get("bos_token")
+
+    @property
+    def eos_token(self) -> str | None:
+        """The ``eos_token`` variable (``None`` when the tokenizer has none)."""
+        return self.special_tokens.get("eos_token")
+
+    @property
+    def end_of_turn(self) -> list[str]:
+        """The strings that end an assistant turn in this family's format."""
+        return end_of_turn_markers(self._family)
+
+    @property
+    def tool_call_markers(self) -> tuple[str, str] | None:
+        """See :func:`tool_call_markers`."""
+        return tool_call_markers(self._family)
+
+    @property
+    def reasoning_markers(self) -> tuple[str, str] | None:
+        """See :func:`reasoning_markers`."""
+        return reasoning_markers(self._family)
+
+    def __repr__(self) -> str:
+        return f"ChatTemplate(family={self._family!r}, source_name={self.source_name!r})"
+
+    # ------------------------------------------------------------------ rendering
+    def render(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        enable_thinking: bool | None = None,
+        **extra: Any,
+    ) -> str:
+        """Render a conversation into a prompt.
+
+        Args:
+            messages: the conversation, oldest first.
+            tools: tool definitions (OpenAI form or bare functions; see
+                :func:`~ryzenai_core.messages.normalize_tools`). None or empty: the template sees
+                ``tools`` as ``None``.
+            add_generation_prompt: end with the header of a new assistant turn.
+            enable_thinking: passed to the template only when not ``None`` (Qwen3 turns thinking
+                off with ``False``).
+            **extra: more template variables (e.g. ``date_string`` for Llama 3, ``documents``);
+                they override special tokens of the same name.
+
+        Returns:
+            The prompt text. Special tokens appear as text; tokenize it without adding them again.
+
+        Raises:
+            InvalidRequestError: no messages, a message that is not a :class:`ChatMessage`, or
+                malformed tools.
+            ChatTemplateError: the template raised or failed while rendering.
+        """
+        if isinstance(messages, (str, bytes, ChatMessage)) or not isinstance(messages, Sequence):
+            raise InvalidRequestError(
+                f"messages must be a list of ChatMessage, got {type(messages).__name__}; "
+                "wrap a single message in a list"
+            )
+        if not messages:
+            raise InvalidRequestError(
+                "there are no messages to render; pass at least one, e.g. [ChatMessage('user', 'Hello')]"
+            )
+        hf: list[dict[str, Any]] = []
+        for i, message in enumerate(messages):
+            if not isinstance(message, ChatMessage):
+                raise InvalidRequestError(
+                    f"message #{i} is a {type(message).__name__}, not a ChatMessage; build it with "
+                    "ChatMessage(role=..., content=...)"
+                )
+            hf.append({k: v for k, v in message.to_hf().items() if v is not None})
+        if tools is not None and (isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence)):
+            raise InvalidRequestError(
+                f"tools must be a list of tool definitions, got {type(tools).__name__}; wrap a single tool in a list"
+            )
+        schemas = normalize_tools(cast("list[dict[str, Any]]", list(tools)) if tools is not None else None)
+        documents = extra.pop("documents", None)
+        if documents is not None and (
+            not isinstance(documents, Sequence) or not all(isinstance(d, Mapping) for d in documents)
+        ):
+            raise InvalidRequestError("documents must be a list of dicts with 'title' and 'text' keys")
+        context: dict[str, Any] = {**self.special_tokens, **extra}
+        if enable_thinking is not None:
+            context["enable_thinking"] = bool(enable_thinking)
+        return self._render(
+            messages=_alias_reasoning(_plain(hf)),
+            tools=_plain(schemas) or None,
+            documents=_plain(documents),
+            add_generation_prompt=bool(add_generation_prompt),
+            **_plain(context),
+        )
+
+    def _render(self, **context: Any) -> str:
+        try:
+            return self._template.render(**context)
+        except _TemplateRaised as exc:
+            err = ChatTemplateError(
+                f"{self._label} raised an error: {exc.template_message!r}; {_hint(exc.template_message)}"
+            )
+            err.template_message = exc.template_message  # type: ignore[attr-defined]
+            raise err from exc
+        except jinja2.exceptions.SecurityError as exc:
+            raise ChatTemplateError(
+                f"{self._label} was stopped by the sandbox ({exc}); it tries to reach Python internals, "
+                "which a chat template never needs: replace it with the model's official template "
+                "(chat_template=...)"
+            ) from exc
+        except Exception as exc:  # TemplateError, TypeError, ... from template code
+            raise ChatTemplateError(
+                f"{self._label} failed to render ({type(exc).__name__}: {exc}); the template expects data "
+                "this conversation does not give it (message content of another type, a missing field, "
+                "or a variable to pass as a keyword: render(..., name=value)); adjust the messages, "
+                "or override the template (chat_template=...)"
+            ) from exc
+
+    # ------------------------------------------------------------------ parsing
+    def split_reasoning(self, text: str) -> tuple[str | None, str]:
+        """Split reasoning from the answer when this family has reasoning (else ``(None, text)``)."""
+        markers = self.reasoning_markers
+        return split_reasoning(text, markers=markers) if markers else (None, text)
+
+    def parse_tool_calls(self, text: str, *, tool_names: Collection[str] | None = None) -> tuple[str, list[ToolCall]]:
+        """:func:`parse_tool_calls` with this template's family."""
+        return parse_tool_calls(text, self._family, tool_names=tool_names)
+
+    def parse_output(self, text: str, *, tool_names: Collection[str] | None = None) -> ParsedOutput:
+        """Split a complete answer into reasoning, content and tool calls.
+
+        Args:
+            text: the model's answer, special tokens removed.
+            tool_names: when given, only calls to these tools count.
+        """
+        reasoning, rest = self.split_reasoning(text)
+        content, calls = self.parse_tool_calls(rest, tool_names=tool_names)
+        return ParsedOutput(reasoning=reasoning, content=content, tool_calls=calls)
+
+
+def _read_override(override: str | os.PathLike[str]) -> str:
+    if isinstance(override, os.PathLike) or (
+        "{" not in override and "\n" not in override and len(override) < 4096 and Path(override).is_file()
+    ):
+        path = Path(override)
+        try:
+            return path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ChatTemplateError(
+                f"cannot read the chat template file {str(path)!r} ({exc}); pass a readable UTF-8 .jinja file "
+                "or the template source"
+            ) from exc
+    return override

@@ -1,0 +1,133 @@
+"""Framework-neutral chat messages, tool calls and tool definitions.
+
+The adapters translate LangChain / LlamaIndex messages into these; the chat template
+renders them with Hugging Face semantics (see :func:`ChatMessage.to_hf`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import InvalidRequestError
+
+__all__ = ["ROLES", "ChatMessage", "ToolCall", "normalize_tools"]
+
+ROLES = ("system", "user", "assistant", "tool")
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass
+class ToolCall:
+    """A tool call made by the model.
+
+    Attributes:
+        name: the tool's name.
+        arguments: its arguments, parsed.
+        id: a call id (made up when the model's format has none).
+    """
+
+    name: str
+    arguments: dict[str, Any]
+    id: str = ""
+
+    def to_hf(self) -> dict[str, Any]:
+        """The OpenAI / Hugging Face form used by chat templates."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class ChatMessage:
+    """One chat turn.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        content: text, or a list of parts ``{"type": "text", "text": ...}`` /
+            ``{"type": "image", ...}`` for multimodal templates.
+        tool_calls: calls made by an assistant turn.
+        tool_call_id: for a ``tool`` turn, the call it answers.
+        name: for a ``tool`` turn, the tool's name.
+        reasoning: an assistant turn's reasoning (Qwen3 ``reasoning_content``).
+    """
+
+    role: Role
+    content: str | list[dict[str, Any]] = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise InvalidRequestError(f"message role {self.role!r} is not supported; use one of {', '.join(ROLES)}")
+        if not isinstance(self.content, (str, list)):
+            raise InvalidRequestError(
+                f"message content must be a string or a list of parts, got {type(self.content).__name__}"
+            )
+        if isinstance(self.content, list):
+            for part in self.content:
+                if not isinstance(part, dict) or part.get("type") not in ("text", "image", "image_url"):
+                    raise InvalidRequestError(
+                        f"content part {part!r} is not supported; use {{'type': 'text', 'text': ...}} or an image part"
+                    )
+
+    @property
+    def text(self) -> str:
+        """The text of the message (text parts joined; images left out)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+
+    @property
+    def has_images(self) -> bool:
+        """Whether any content part is an image."""
+        return isinstance(self.content, list) and any(p.get("type") in ("image", "image_url") for p in self.content)
+
+    def to_hf(self) -> dict[str, Any]:
+        """The dict a Hugging Face chat template expects."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_hf() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if self.reasoning is not None:
+            out["reasoning_content"] = self.reasoning
+        return out
+
+
+def normalize_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Check tool definitions and bring them to the OpenAI form chat templates expect.
+
+    Accepts ``{"type": "function", "function": {...}}`` or a bare ``{"name", "description",
+    "parameters"}`` function.
+
+    Raises:
+        InvalidRequestError: a tool without a name, or with parameters that are not a JSON
+            schema object.
+    """
+    out: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools or []):
+        if not isinstance(tool, dict):
+            raise InvalidRequestError(f"tool #{i} is a {type(tool).__name__}, not a dict with a JSON schema")
+        fn = tool.get("function", tool) if tool.get("type", "function") == "function" else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise InvalidRequestError(
+                f"tool #{i} has no function name: {json.dumps(tool)[:200]}; give each tool "
+                "{'type': 'function', 'function': {'name': ..., 'description': ..., 'parameters': {...}}}"
+            )
+        params = fn.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(params, dict) or params.get("type", "object") != "object":
+            raise InvalidRequestError(
+                f"tool {fn['name']!r} has parameters {json.dumps(params)[:200]}; they must be a JSON schema "
+                "object ({'type': 'object', 'properties': {...}})"
+            )
+        out.append(
+            {
+                "type": "function",
+                "function": {"name": fn["name"], "description": fn.get("description", ""), "parameters": params},
+            }
+        )
+    return out

@@ -1,0 +1,530 @@
+"""The loaded model of one package, in this process, and the one generation loop.
+
+A :class:`Session` owns ``og.Model`` + ``og.Tokenizer`` for a (folder, provider, session
+options) key, loads them on first use, and runs one generation at a time in arrival
+order (:class:`FifoLock`): a Ryzen AI laptop has one NPU. It keeps the last generator
+so a call whose prompt extends the previous sequence (multi-turn chat, agent loops)
+prefills only the new tokens (:meth:`Session.stream`, ``kv_reuse``).
+
+The :class:`~ryzenai_core.engine.Engine` runs a Session either in this process or in a
+worker process; both use exactly this code.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import BudgetPlan
+from .chat_template import ChatTemplate
+from .errors import (
+    ContextWindowExceededError,
+    GenerationError,
+    GuidanceUnsupportedError,
+    InvalidRequestError,
+    ModelPackageError,
+    RuntimeNotAvailableError,
+)
+from .messages import ChatMessage, normalize_tools
+from .options import GenerationOptions, resolve_search
+from .package import ModelPackage
+from .runtime import import_oga, runtime_info
+from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
+
+__all__ = ["FifoLock", "Prepared", "Session", "SessionKey"]
+
+PROVIDERS = ("cpu", "cuda", "dml")
+
+
+class FifoLock:
+    """A lock that serves waiters strictly in arrival order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: deque[threading.Event] = deque()
+        self._held = False
+
+    def acquire(self) -> None:
+        """Wait for our turn."""
+        with self._lock:
+            if not self._held and not self._waiters:
+                self._held = True
+                return
+            me = threading.Event()
+            self._waiters.append(me)
+        me.wait()
+
+    def release(self) -> None:
+        """Hand the lock to the next waiter, if any."""
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().set()  # ownership passes directly
+            else:
+                self._held = False
+
+    def __enter__(self) -> FifoLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    """What makes two loaded models the same one."""
+
+    path: str
+    provider: str | None = None
+    num_threads: int | None = None
+    release: str | None = None
+
+
+@dataclass
+class Prepared:
+    """A rendered, tokenized, planned request."""
+
+    prompt: str
+    prompt_ids: list[int]
+    plan: BudgetPlan
+    dropped_messages: int = 0
+    start_in_reasoning: bool = False
+    tools: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Cached:
+    generator: Any
+    sequence: list[int]
+    signature: str
+    max_length: int
+
+
+class Session:
+    """One loaded model; see the module docstring."""
+
+    def __init__(self, key: SessionKey) -> None:
+        self.key = key
+        self.package = ModelPackage.open(key.path, release=key.release)
+        if key.provider is not None and key.provider not in PROVIDERS:
+            raise InvalidRequestError(
+                f"provider {key.provider!r} is not supported; use None (the package's own), or one of "
+                f"{', '.join(PROVIDERS)}"
+            )
+        if key.num_threads is not None and key.num_threads < 1:
+            raise InvalidRequestError(f"num_threads is {key.num_threads}; it must be at least 1 (or None)")
+        self.template = ChatTemplate.for_package(self.package)
+        self._templates: dict[str, ChatTemplate] = {}
+        self._load_lock = threading.Lock()
+        self._gen_lock = FifoLock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._end_ids: frozenset[int] = frozenset()
+        self._cached: _Cached | None = None
+        self.load_seconds: float | None = None
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory."""
+        return self._model is not None
+
+    def load(self) -> None:
+        """Load the model and tokenizer (once). Thread-safe."""
+        if self._model is not None:
+            return
+        with self._load_lock:
+            if self._model is not None:
+                return
+            self._load()
+
+    def _load(self) -> None:
+        pkg = self.package
+        provider = self.key.provider
+        info = runtime_info()
+        if pkg.is_ryzenai and provider is None and not info.ryzenai:
+            raise RuntimeNotAvailableError(
+                f"{pkg.name} is a Ryzen AI package ({pkg.mode.value}, {pkg.provider} provider"
+                f"{', release ' + pkg.release if pkg.release else ''}) and needs AMD's Ryzen AI build of "
+                f"onnxruntime-genai; found {info.describe()}. On a Ryzen AI PC, activate the Ryzen AI "
+                "environment (e.g. `conda activate ryzen-ai-1.8.0`). To run its weights on the CPU anyway "
+                "(only plain ONNX graphs can), pass provider='cpu'."
+            )
+        pkg.check_loadable()
+        og = import_oga()
+        start = time.perf_counter()
+        try:
+            config = og.Config(str(pkg.path))
+            if provider is not None:
+                config.clear_providers()
+                if provider != "cpu":
+                    config.append_provider(provider)
+            threads = self.key.num_threads
+            if threads is None and (provider == "cpu" or (provider is None and pkg.provider == "cpu")):
+                threads = max(1, min(4, os.cpu_count() or 1))
+            if threads is not None:
+                config.overlay(
+                    json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}})
+                )
+            model = og.Model(config)
+            tokenizer = og.Tokenizer(model)
+        except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
+            raise self._load_error(exc) from exc
+        self.load_seconds = time.perf_counter() - start
+        end_ids = set(pkg.eos_token_ids)
+        for marker in self.template.end_of_turn:
+            ids = tokenizer.encode(marker)
+            if len(ids) == 1:
+                end_ids.add(int(ids[0]))
+        try:
+            end_ids.update(int(i) for i in tokenizer.eos_token_ids)
+        except Exception:  # noqa: BLE001 - older OGA builds lack it
+            pass
+        self._tokenizer = tokenizer
+        self._end_ids = frozenset(end_ids)
+        self._model = model
+
+    def _load_error(self, exc: Exception) -> Exception:
+        pkg = self.package
+        text = str(exc)
+        info = runtime_info()
+        if pkg.layout in ("custom-ops", "vitisai"):
+            return RuntimeNotAvailableError(
+                f"{pkg.name} uses the Ryzen AI {'1.3-1.6 custom-ops' if pkg.layout == 'custom-ops' else '1.4 VitisAI'} "
+                f"layout, which only the matching Ryzen AI runtime can load; found {info.describe()}. "
+                f"Use the Ryzen AI release the package was built for, or a newer package. ({text})"
+            )
+        if "ryzenai" in text.lower() or "vitisai" in text.lower() or "custom op" in text.lower():
+            return RuntimeNotAvailableError(
+                f"loading {pkg.name} needs the Ryzen AI execution provider, which {info.describe()} "
+                f"does not have: {text}"
+            )
+        return ModelPackageError(
+            f"onnxruntime-genai ({info.describe()}) could not load {pkg.path}: {text}. Check that the "
+            "package is complete (`git lfs pull`) and built for this runtime version.",
+            path=pkg.path,
+        )
+
+    @property
+    def tokenizer(self) -> Any:
+        """The ``og.Tokenizer`` (loads the model on first use)."""
+        self.load()
+        return self._tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens added: templates carry their own BOS)."""
+        return [int(i) for i in self.tokenizer.encode(text)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids`` (special tokens skipped)."""
+        return str(self.tokenizer.decode(list(ids))) if ids else ""
+
+    # ------------------------------------------------------------------ preparing
+    def template_for(self, options: GenerationOptions) -> ChatTemplate:
+        """The package's template, or the per-call override in ``template_vars['chat_template']``."""
+        override = options.template_vars.get("chat_template")
+        if not override:
+            return self.template
+        if override not in self._templates:
+            self._templates[override] = ChatTemplate.for_package(self.package, override=override)
+        return self._templates[override]
+
+    def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
+        """The prompt text for ``messages``."""
+        if not messages:
+            raise InvalidRequestError("the message list is empty; send at least one user message")
+        for m in messages:
+            if m.has_images and not self.package.has_vision:
+                raise InvalidRequestError(
+                    f"message with an image sent to {self.package.name}, which has no vision model; "
+                    "send text only or use a multimodal package"
+                )
+            if m.has_images:
+                raise InvalidRequestError(
+                    "image input is not supported by this version of ryzenai-llm yet; send text only"
+                )
+        extra = {k: v for k, v in options.template_vars.items() if k != "chat_template"}
+        tools = normalize_tools(list(options.tools)) if options.tools else None
+        return self.template_for(options).render(
+            messages, tools=tools, enable_thinking=options.enable_thinking, **extra
+        )
+
+    def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> int:
+        """Prompt tokens ``messages`` render to."""
+        return len(self.encode(self.render(messages, options)))
+
+    def prepare(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> Prepared:
+        """Render, tokenize and plan; apply the overflow policy.
+
+        Raises:
+            ContextWindowExceededError: the prompt does not fit (policy ``error``, or nothing
+                left to drop).
+        """
+        budget = self.package.budget
+        msgs = list(messages)
+        dropped = 0
+        while True:
+            prompt = self.render(msgs, options)
+            ids = self.encode(prompt)
+            try:
+                plan = budget.plan(len(ids), options.max_new_tokens)
+                break
+            except ContextWindowExceededError as exc:
+                if options.overflow != "drop_oldest":
+                    raise
+                victim = _oldest_droppable(msgs)
+                if victim is None:
+                    raise ContextWindowExceededError(
+                        f"{exc} Dropping old turns did not help: the system prompt and the newest message "
+                        f"alone take {len(ids)} tokens.",
+                        prompt_tokens=exc.prompt_tokens,
+                        limit=exc.limit,
+                        window=exc.window,
+                    ) from None
+                dropped += _drop_turn(msgs, victim)
+        tpl = self.template_for(options)
+        markers = tpl.reasoning_markers
+        start_in_reasoning = bool(markers) and prompt.rstrip("\n").endswith(markers[0]) if markers else False
+        tools = normalize_tools(list(options.tools)) if options.tools else []
+        return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools)
+
+    # ------------------------------------------------------------------ generating
+    def kv_reuse_default(self) -> bool:
+        """Prefix reuse is on by default only where the runtime's support is known (not Ryzen AI)."""
+        return not self.package.is_ryzenai
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        options: GenerationOptions,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[Chunk]:
+        """Stream the answer to ``messages``. Closing the iterator stops generation."""
+        t_call = time.perf_counter()
+        self.load()
+        prepared = self.prepare(messages, options)
+        return self._stream(prepared, options, cancel or threading.Event(), t_call)
+
+    def _stream(
+        self, prep: Prepared, options: GenerationOptions, cancel: threading.Event, t_call: float
+    ) -> Iterator[Chunk]:
+        og = import_oga()
+        tpl = self.template_for(options)
+        search = resolve_search(options, dict(self.package.search))
+        guidance = options.guidance
+        if guidance is not None and not hasattr(og.GeneratorParams, "set_guidance"):
+            raise GuidanceUnsupportedError(
+                f"constrained decoding ({guidance.type}) needs onnxruntime-genai with guidance support; "
+                f"{runtime_info().describe()} lacks it. Upgrade onnxruntime-genai, or drop the schema/grammar."
+            )
+        parser = OutputParser(
+            stop=options.stop,
+            reasoning_markers=tpl.reasoning_markers,
+            tool_markers=tpl.tool_call_markers if prep.tools else None,
+            json_tool_calls=bool(prep.tools) and tpl.tool_call_markers is None,
+            parse_tool_calls=(
+                functools.partial(tpl.parse_tool_calls, tool_names=[t["function"]["name"] for t in prep.tools])
+                if prep.tools
+                else None
+            ),
+            start_in_reasoning=prep.start_in_reasoning,
+        )
+        decoder = IncrementalDecoder(self.decode)
+        plan = prep.plan
+        reuse = options.kv_reuse if options.kv_reuse is not None else self.kv_reuse_default()
+        reuse = reuse and guidance is None and not (search.get("do_sample") and options.seed is not None)
+        signature = json.dumps(search, sort_keys=True)
+
+        t_wait = time.perf_counter()
+        self._gen_lock.acquire()
+        generator = None
+        n = 0
+        finish = "length"
+        timings = Timings(queued=time.perf_counter() - t_wait)
+        first_at: float | None = None
+        generated: list[int] = []
+        pending: list[int] = []  # generated ids not yet reported in a chunk
+        try:
+            if cancel.is_set():
+                finish = "cancelled"
+                return
+            t_prefill = time.perf_counter()
+            generator, reused = self._generator(og, prep.prompt_ids, plan, search, signature, guidance, reuse)
+            timings.reused_prompt_tokens = reused
+            timings.prefill = time.perf_counter() - t_prefill
+            while n < plan.max_new_tokens:
+                if cancel.is_set():
+                    finish = "cancelled"
+                    break
+                if generator.is_done():
+                    finish = "stop"
+                    break
+                generator.generate_next_token()
+                token = int(generator.get_next_tokens()[0])
+                generated.append(token)
+                n += 1
+                if first_at is None:
+                    first_at = time.perf_counter()
+                if token in self._end_ids:
+                    finish = "stop"
+                    break
+                pending.append(token)
+                content, reasoning = parser.feed(decoder.feed(token))
+                if content or reasoning:
+                    yield Chunk(text=content, reasoning=reasoning, token_ids=pending)
+                    pending = []
+                if parser.stopped:
+                    finish = "stop"
+                    break
+            if finish == "length" and guidance is not None and not _complete_json(guidance, decoder, generated):
+                raise GenerationError(
+                    f"the constrained output ({guidance.type}) was not complete after {plan.max_new_tokens} "
+                    f"tokens (max_new_tokens {plan.requested_new_tokens}, window {plan.window}); raise "
+                    "max_new_tokens or bound the schema's strings and arrays"
+                )
+        except GeneratorExit:
+            finish = "cancelled"
+            raise
+        except (GenerationError, GuidanceUnsupportedError, InvalidRequestError):
+            self._discard(generator)
+            generator = None
+            raise
+        except Exception as exc:  # noqa: BLE001 - runtime errors from OGA
+            self._discard(generator)
+            generator = None
+            raise _generation_error(exc, guidance) from exc
+        finally:
+            if generator is not None:
+                if reuse and finish != "cancelled":
+                    # Only the prompt's KV is reused: it was computed by prefill, exactly as a cold
+                    # run computes it. Generated tokens went through the one-token decode kernel,
+                    # whose results differ in the last bits, so they are prefilled again.
+                    self._cached = _Cached(generator, list(prep.prompt_ids), signature, plan.window)
+                else:
+                    self._discard(generator)
+            self._gen_lock.release()
+        if finish == "cancelled":
+            return
+        content, reasoning = parser.feed(decoder.flush())
+        c2, r2 = parser.finish()
+        content, reasoning = content + c2, reasoning + r2
+        if parser.tool_calls and finish == "stop":
+            finish = "tool_calls"
+        end = time.perf_counter()
+        timings.total = end - t_call
+        if first_at is not None:
+            timings.time_to_first_token = first_at - t_call
+            if n > 1 and end > first_at:
+                timings.decode_tokens_per_second = (n - 1) / (end - first_at)
+        yield Chunk(
+            text=content,
+            reasoning=reasoning,
+            tool_calls=list(parser.tool_calls),
+            finish_reason=finish,
+            usage=Usage(len(prep.prompt_ids), n),
+            timings=timings,
+            plan=plan,
+            token_ids=pending,
+        )
+
+    def _discard(self, generator: Any) -> None:
+        if self._cached is not None and self._cached.generator is generator:
+            self._cached = None
+        del generator
+
+    def _generator(
+        self,
+        og: Any,
+        prompt_ids: list[int],
+        plan: BudgetPlan,
+        search: dict[str, Any],
+        signature: str,
+        guidance: Any,
+        reuse: bool,
+    ) -> tuple[Any, int]:
+        """A generator with ``prompt_ids`` appended: the cached one rewound, or a new one."""
+        cached, self._cached = self._cached, None
+        if reuse and cached is not None and cached.signature == signature:
+            common = _common_prefix(cached.sequence, prompt_ids)
+            # Append at least two tokens after the rewind: generating right after a rewind is
+            # wrong, and a one-token append runs the decode kernel (not bit-identical to prefill).
+            keep = min(common, len(prompt_ids) - 2)
+            if keep > 0 and cached.max_length >= plan.max_length:
+                cached.generator.rewind_to(keep)
+                cached.generator.append_tokens(prompt_ids[keep:])
+                return cached.generator, keep
+        if cached is not None:
+            del cached
+        params = og.GeneratorParams(self._model)
+        max_length = plan.window if reuse else plan.max_length
+        params.set_search_options(max_length=max_length, **search)
+        if guidance is not None:
+            params.set_guidance(guidance.type, guidance.data)
+        generator = og.Generator(self._model, params)
+        generator.append_tokens(prompt_ids)
+        return generator, 0
+
+    def reset_cache(self) -> None:
+        """Drop the cached generator (frees its KV cache)."""
+        self._cached = None
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _oldest_droppable(msgs: list[ChatMessage]) -> int | None:
+    """Index of the oldest turn that may go: not a system prompt, not the newest message."""
+    for i, m in enumerate(msgs[:-1]):
+        if m.role != "system":
+            return i
+    return None
+
+
+def _drop_turn(msgs: list[ChatMessage], i: int) -> int:
+    """Drop message ``i`` and the tool results that would be orphaned by it."""
+    dropped = msgs.pop(i)
+    count = 1
+    if dropped.tool_calls:
+        while i < len(msgs) - 1 and msgs[i].role == "tool":
+            msgs.pop(i)
+            count += 1
+    return count
+
+
+def _complete_json(guidance: Any, decoder: IncrementalDecoder, generated: list[int]) -> bool:
+    """A JSON-schema output that hit the token limit exactly when it was complete."""
+    if guidance.type != "json_schema":
+        return False
+    try:
+        json.loads(decoder.decode_all(generated))
+        return True
+    except ValueError:
+        return False
+
+
+def _generation_error(exc: Exception, guidance: Any) -> Exception:
+    text = str(exc)
+    if guidance is not None and "grammar" in text.lower():
+        return InvalidRequestError(
+            f"the {guidance.type} guidance could not be compiled: {text}; fix the schema/grammar"
+        )
+    if "exceeds max length" in text:
+        return ContextWindowExceededError(
+            f"the runtime refused the prompt: {text}. This is a bug in the budget accounting; please report it.",
+            prompt_tokens=-1,
+            limit=-1,
+            window=-1,
+        )
+    return GenerationError(f"onnxruntime-genai failed during generation: {text}")

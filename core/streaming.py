@@ -1,0 +1,336 @@
+"""From generated token ids to :class:`Chunk` s.
+
+    token id -> IncrementalDecoder -> raw text delta
+             -> OutputParser: <think> reasoning split out, tool-call segments held and parsed,
+                stop strings held back and cut
+             -> Chunk(text, reasoning, tool_calls, finish_reason, usage, timings, plan)
+
+Everything here is pure Python over a ``decode(ids) -> str`` function, so it is tested
+directly (property tests) and runs the same in the caller's process and in the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import BudgetPlan
+from .messages import ToolCall
+
+__all__ = ["Chunk", "IncrementalDecoder", "OutputParser", "StopFilter", "Timings", "Usage"]
+
+FinishReason = str  # "stop" | "length" | "tool_calls" | "cancelled"
+
+
+@dataclass
+class Usage:
+    """Token counts of one generation."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt + completion."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready counts."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass
+class Timings:
+    """Where the time of one generation went (seconds).
+
+    Attributes:
+        time_to_first_token: from the start of the call to the first generated token
+            (includes waiting for the model, prefill and the first decode step).
+        prefill: time spent appending the prompt.
+        decode_tokens_per_second: generated tokens after the first, per second.
+        total: the whole call.
+        queued: time waiting for an earlier call on the same model.
+        reused_prompt_tokens: prompt tokens served from the previous call's KV cache.
+    """
+
+    time_to_first_token: float | None = None
+    prefill: float = 0.0
+    decode_tokens_per_second: float | None = None
+    total: float = 0.0
+    queued: float = 0.0
+    reused_prompt_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready timings."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class Chunk:
+    """One piece of a streamed answer. The last chunk has ``finish_reason`` and ``usage``."""
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    timings: Timings | None = None
+    plan: BudgetPlan | None = None
+    token_ids: list[int] = field(default_factory=list)
+
+
+class IncrementalDecoder:
+    """Turns token ids, one at a time, into text deltas whose concatenation is the full decode.
+
+    Decodes a short window with a prefix of already-emitted tokens and emits the part
+    beyond the prefix's text (works for byte-level BPE and SentencePiece alike). A
+    multi-byte character split across tokens is held until it is complete. A window that
+    stops growing for ``max_stuck`` tokens (bytes that never form valid UTF-8) is emitted
+    as U+FFFD so output is never silently lost.
+    """
+
+    def __init__(self, decode: Callable[[Sequence[int]], str], *, max_stuck: int = 8) -> None:
+        self._decode = decode
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the decode window
+        self._read = 0  # tokens before this are already emitted
+        self._max_stuck = max_stuck
+
+    def feed(self, token_id: int) -> str:
+        """Add one token; return the new text (may be empty while a character is incomplete)."""
+        self._ids.append(token_id)
+        prefix_text = self._decode(self._ids[self._prefix : self._read])
+        new_text = self._decode(self._ids[self._prefix :])
+        if len(new_text) > len(prefix_text) and not new_text.endswith("\ufffd") and new_text.startswith(prefix_text):
+            delta = new_text[len(prefix_text) :]
+            self._prefix, self._read = self._read, len(self._ids)
+            return delta
+        if len(self._ids) - self._read >= self._max_stuck:
+            # Bytes that never became text: say so instead of dropping what follows.
+            self._prefix = self._read = len(self._ids)
+            return "\ufffd"
+        return ""
+
+    def decode_all(self, ids: Sequence[int]) -> str:
+        """Full decode of ``ids`` with this decoder's tokenizer."""
+        return self._decode(ids)
+
+    def flush(self) -> str:
+        """Text of tokens still held at the end (incomplete characters)."""
+        if self._read >= len(self._ids):
+            return ""
+        prefix_text = self._decode(self._ids[self._prefix : self._read])
+        new_text = self._decode(self._ids[self._prefix :])
+        self._prefix = self._read = len(self._ids)
+        return new_text[len(prefix_text) :] if new_text.startswith(prefix_text) else ""
+
+
+def _held_suffix(text: str, markers: Sequence[str]) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
+    best = 0
+    for m in markers:
+        for k in range(min(len(m) - 1, len(text)), best, -1):
+            if text.endswith(m[:k]):
+                best = k
+                break
+    return best
+
+
+class StopFilter:
+    """Cuts the text at the first stop string; never lets any part of one out.
+
+    Text that could be the start of a stop string is held back until it is decided.
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = tuple(s for s in stops if s)
+        self._buf = ""
+        self.stopped = False
+        self.matched: str | None = None
+
+    def feed(self, text: str) -> str:
+        """Add text; return what is safe to emit."""
+        if self.stopped:
+            return ""
+        if not self.stops:
+            return text
+        self._buf += text
+        # The stop that completes first (earliest end) wins; at the same end, the longest.
+        hits = [(i + len(s), i, s) for s in self.stops if (i := self._buf.find(s)) >= 0]
+        if hits:
+            _, idx, s = min(hits)
+            out, self._buf = self._buf[:idx], ""
+            self.stopped, self.matched = True, s
+            return out
+        keep = _held_suffix(self._buf, self.stops)
+        out = self._buf[: len(self._buf) - keep]
+        self._buf = self._buf[len(self._buf) - keep :]
+        return out
+
+    def flush(self) -> str:
+        """Held text once generation ended without a stop string."""
+        out, self._buf = ("" if self.stopped else self._buf), ""
+        return out
+
+
+class OutputParser:
+    """Splits raw model text into answer text, reasoning and tool-call segments.
+
+    Args:
+        stop: stop strings (applied to the answer text).
+        reasoning_markers: e.g. ``("<think>", "</think>")`` for Qwen3.
+        tool_markers: e.g. ``("<tool_call>", "</tool_call>")`` for Qwen3 / ChatML.
+        json_tool_calls: the family writes a tool call as a bare JSON object (Llama 3.2):
+            an answer that starts with ``{`` is held to the end and parsed.
+        parse_tool_calls: ``text -> (content, calls)`` for the family's format.
+        start_in_reasoning: the prompt already opened a reasoning block.
+    """
+
+    def __init__(
+        self,
+        *,
+        stop: Sequence[str] = (),
+        reasoning_markers: tuple[str, str] | None = None,
+        tool_markers: tuple[str, str] | None = None,
+        json_tool_calls: bool = False,
+        parse_tool_calls: Callable[[str], tuple[str, list[ToolCall]]] | None = None,
+        start_in_reasoning: bool = False,
+    ) -> None:
+        self._stop = StopFilter(stop)
+        self._reasoning = reasoning_markers
+        self._tools = tool_markers if parse_tool_calls else None
+        self._json_tools = json_tool_calls and parse_tool_calls is not None
+        self._parse = parse_tool_calls
+        self._state = "reasoning" if start_in_reasoning and reasoning_markers else "content"
+        self._buf = ""
+        self._reasoning_started = False
+        self._reasoning_newlines = ""
+        self._after_reasoning = False
+        self._tool_raw: list[str] = []
+        self._json_hold: str | None = None
+        self._content_seen = False
+        self.tool_calls: list[ToolCall] = []
+
+    @property
+    def stopped(self) -> bool:
+        """A stop string was found: generation should end."""
+        return self._stop.stopped
+
+    def _markers(self) -> list[str]:
+        if self._state == "reasoning" and self._reasoning:
+            return [self._reasoning[1]]
+        if self._state == "tool" and self._tools:
+            return [self._tools[1]]
+        out = []
+        if self._reasoning and not self._after_reasoning:
+            out.append(self._reasoning[0])
+        if self._tools:
+            out.append(self._tools[0])
+        return out
+
+    def feed(self, text: str) -> tuple[str, str]:
+        """Add raw text; return ``(answer delta, reasoning delta)``."""
+        self._buf += text
+        content, reasoning = [], []
+        while self._buf and not self.stopped:
+            markers = self._markers()
+            hits = [(self._buf.find(m), m) for m in markers if m in self._buf]
+            if hits:
+                idx, marker = min(hits)
+                before, self._buf = self._buf[:idx], self._buf[idx + len(marker) :]
+                self._emit(before, content, reasoning)
+                self._switch(marker)
+                continue
+            keep = _held_suffix(self._buf, markers)
+            ready, self._buf = self._buf[: len(self._buf) - keep], self._buf[len(self._buf) - keep :]
+            self._emit(ready, content, reasoning)
+            break
+        return "".join(content), "".join(reasoning)
+
+    def _switch(self, marker: str) -> None:
+        if self._reasoning and marker == self._reasoning[0]:
+            self._state = "reasoning"
+        elif self._reasoning and marker == self._reasoning[1]:
+            self._state = "content"
+            self._after_reasoning = True
+            self._reasoning_newlines = ""
+        elif self._tools and marker == self._tools[0]:
+            self._state = "tool"
+            self._tool_raw.append(marker)
+        elif self._tools and marker == self._tools[1]:
+            self._tool_raw.append(marker)
+            self._state = "content"
+
+    def _emit(self, text: str, content: list[str], reasoning: list[str]) -> None:
+        if not text:
+            return
+        if self._state == "reasoning":
+            if not self._reasoning_started:
+                text = text.lstrip("\n")
+                if not text:
+                    return
+                self._reasoning_started = True
+            # Newlines just before </think> are not part of the reasoning: hold them.
+            text = self._reasoning_newlines + text
+            stripped = text.rstrip("\n")
+            self._reasoning_newlines = text[len(stripped) :]
+            if stripped:
+                reasoning.append(stripped)
+            return
+        if self._state == "tool":
+            self._tool_raw.append(text)
+            return
+        if self._after_reasoning and not self._content_seen:
+            text = text.lstrip("\n")
+            if not text:
+                return
+        self._content_seen = True
+        out = self._stop.feed(text)
+        if self._json_tools:
+            if self._json_hold is None and out.strip():
+                if out.lstrip().startswith("{"):
+                    self._json_hold = ""
+            if self._json_hold is not None:
+                self._json_hold += out
+                return
+        if out:
+            content.append(out)
+
+    def finish(self) -> tuple[str, str]:
+        """End of generation: flush held text, parse tool calls. Returns the last deltas."""
+        content: list[str] = []
+        reasoning: list[str] = []
+        rest, self._buf = self._buf, ""
+        if rest and not self.stopped:
+            if self._state == "tool":
+                self._tool_raw.append(rest)
+            else:
+                self._emit(rest, content, reasoning)
+        tail = self._stop.flush()
+        if tail:
+            if self._json_hold is not None:
+                self._json_hold += tail
+            else:
+                content.append(tail)
+        if self._json_hold is not None and self._parse:
+            text, calls = self._parse(self._json_hold)
+            if calls:
+                self.tool_calls.extend(calls)
+                if text:
+                    content.append(text)
+            else:
+                content.append(self._json_hold)
+            self._json_hold = None
+        if self._tool_raw and self._parse:
+            raw = "".join(self._tool_raw)
+            text, calls = self._parse(raw)
+            self.tool_calls.extend(calls)
+            if not calls and raw:
+                content.append(raw)
+            self._tool_raw = []
+        return "".join(content), "".join(reasoning)

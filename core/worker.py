@@ -1,0 +1,171 @@
+"""The model worker: a process that owns one :class:`~ryzenai_core.session.Session`.
+
+Started by :class:`~ryzenai_core.engine.WorkerBackend` as ``python -m ryzenai_core.worker``
+(not multiprocessing's spawn, which re-runs the user's main module on Windows). Frames on
+stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this package)::
+
+    caller -> worker   ("init", key) | ("stream", id, messages, options) | ("call", id, method, args)
+                       | ("cancel", id)
+    worker -> caller   ("ready",) | ("chunk", id, Chunk) | ("end", id) | ("result", id, value)
+                       | ("error", id, exception)
+
+Generations run one at a time, in arrival order, on one thread; calls (render, count
+tokens, encode, decode) on another, so counting tokens does not wait for a long answer.
+Cancel messages are read while a generation runs and stop it within one token. The
+worker exits when its stdin closes (the caller exited or closed it).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import queue
+import sys
+import threading
+from typing import Any, BinaryIO
+
+__all__ = ["main", "read_frame", "write_frame"]
+
+_HEADER = 4
+
+
+def write_frame(stream: BinaryIO, message: Any, lock: threading.Lock | None = None) -> None:
+    """Write one frame."""
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    frame = len(data).to_bytes(_HEADER, "little") + data
+    if lock is None:
+        stream.write(frame)
+        stream.flush()
+        return
+    with lock:
+        stream.write(frame)
+        stream.flush()
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        part = stream.read(n - len(buf))
+        if not part:
+            return None
+        buf += part
+    return buf
+
+
+def read_frame(stream: BinaryIO) -> Any:
+    """Read one frame; None at end of stream."""
+    header = _read_exact(stream, _HEADER)
+    if header is None:
+        return None
+    data = _read_exact(stream, int.from_bytes(header, "little"))
+    if data is None:
+        return None
+    return pickle.loads(data)  # noqa: S301 - frames come from this package's own caller
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The exception itself if it pickles, else a GenerationError with its text."""
+    from .errors import GenerationError
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001
+        return GenerationError(f"{type(exc).__name__}: {exc}")
+
+
+def main() -> None:
+    """Serve one model until stdin closes."""
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # anything else printed to stdout (native code included) goes to stderr
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
+    lock = threading.Lock()
+
+    def send(message: Any) -> None:
+        write_frame(out, message, lock)
+
+    init = read_frame(inp)
+    if init is None or init[0] != "init":
+        return
+    from .session import Session
+
+    session: Session | None = None
+    session_error: BaseException | None = None
+    try:
+        session = Session(init[1])
+    except BaseException as exc:  # noqa: BLE001 - reported on every request
+        session_error = exc
+    send(("ready",))
+
+    generations: queue.Queue[Any] = queue.Queue()
+    calls: queue.Queue[Any] = queue.Queue()
+    cancels: dict[int, threading.Event] = {}
+
+    def run_generations() -> None:
+        while True:
+            item = generations.get()
+            if item is None:
+                return
+            _, rid, messages, options = item
+            cancel = cancels.setdefault(rid, threading.Event())
+            try:
+                if session is None:
+                    raise session_error or RuntimeError("model session unavailable")
+                for chunk in session.stream(messages, options, cancel):
+                    send(("chunk", rid, chunk))
+                send(("end", rid))
+            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+                send(("error", rid, _portable(exc)))
+            finally:
+                cancels.pop(rid, None)
+
+    def run_calls() -> None:
+        while True:
+            item = calls.get()
+            if item is None:
+                return
+            _, rid, method, args = item
+            try:
+                if session is None:
+                    raise session_error or RuntimeError("model session unavailable")
+                if method not in ("render", "count_tokens", "encode", "decode", "load", "info", "prepare"):
+                    raise ValueError(f"unknown worker call {method!r}")
+                if method == "info":
+                    session.load()
+                    value: Any = {"pid": os.getpid(), "load_seconds": session.load_seconds}
+                elif method == "load":
+                    session.load()
+                    value = session.load_seconds
+                elif method == "prepare":
+                    session.load()
+                    value = session.prepare(*args)
+                else:
+                    value = getattr(session, method)(*args)
+                send(("result", rid, value))
+            except BaseException as exc:  # noqa: BLE001
+                send(("error", rid, _portable(exc)))
+
+    threads = [threading.Thread(target=run_generations, daemon=True), threading.Thread(target=run_calls, daemon=True)]
+    for t in threads:
+        t.start()
+    while True:
+        msg = read_frame(inp)
+        if msg is None:
+            break
+        kind = msg[0]
+        if kind == "stream":
+            cancels.setdefault(msg[1], threading.Event())
+            generations.put(msg)
+        elif kind == "call":
+            calls.put(msg)
+        elif kind == "cancel" and (event := cancels.get(msg[1])) is not None:
+            event.set()
+    for ev in list(cancels.values()):
+        ev.set()
+    out.flush()
+    os._exit(0)  # do not wait for a generation nobody will read
+
+
+if __name__ == "__main__":
+    main()
