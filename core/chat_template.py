@@ -59,12 +59,12 @@ if TYPE_CHECKING:
     from .package import ModelPackage
 
 __all__ = [
+    "ChatTemplate",
     "FALLBACK_TEMPLATES",
     "FAMILIES",
-    "SPECIAL_TOKEN_NAMES",
-    "ChatTemplate",
     "Family",
     "ParsedOutput",
+    "SPECIAL_TOKEN_NAMES",
     "builtin_template",
     "end_of_turn_markers",
     "family_for_model_type",
@@ -894,10 +894,17 @@ class ChatTemplate:
         return ParsedOutput(reasoning=reasoning, content=content, tool_calls=calls)
 
 
+def _looks_like_file(text: str) -> bool:
+    if "{" in text or "\n" in text or len(text) > 4096:
+        return False
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # e.g. a name too long for the file system
+        return False
+
+
 def _read_override(override: str | os.PathLike[str]) -> str:
-    if isinstance(override, os.PathLike) or (
-        "{" not in override and "\n" not in override and len(override) < 4096 and Path(override).is_file()
-    ):
+    if isinstance(override, os.PathLike) or _looks_like_file(override):
         path = Path(override)
         try:
             return path.read_bytes().decode("utf-8")
