@@ -1,0 +1,87 @@
+"""Grammars that always close within the budget, on real OGA guidance."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TINY_LLAMA, TINY_QWEN3
+from ryzenai_core import ChatMessage, Engine, InvalidRequestError
+from ryzenai_core.options import validated_options
+from ryzenai_core.structured import bound_schema, json_schema_guidance, tool_call_guidance
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "score": {"type": "number"},
+        "meta": {"type": "object", "properties": {"n": {"type": "integer"}, "note": {"type": "string"}}},
+        "kind": {"type": "string", "enum": ["a", "b"]},
+    },
+    "required": ["title", "tags", "score", "meta", "kind"],
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "multiply", "description": "a times b", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
+    {"type": "function", "function": {"name": "search", "description": "web search", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+]
+MSGS = [ChatMessage("user", "Fill the form.")]
+
+
+def test_bound_schema_bounds_every_free_form_value():
+    b = bound_schema(SCHEMA, 300)
+    assert b["properties"]["title"]["maxLength"] >= 1
+    assert b["properties"]["tags"]["maxItems"] == 8
+    assert b["properties"]["tags"]["items"]["maxLength"] == b["properties"]["title"]["maxLength"]
+    assert "maxLength" not in b["properties"]["kind"]
+    assert b["properties"]["score"]["multipleOf"] == 0.0001
+    assert b["properties"]["meta"]["additionalProperties"] is False
+    assert b["x-guidance"] == {"whitespace_flexible": False}
+    assert SCHEMA["properties"]["title"] == {"type": "string"}  # the caller's schema is untouched
+
+
+def test_tighter_bounds_are_kept():
+    b = bound_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 2}}}, 500)
+    assert b["properties"]["s"]["maxLength"] == 2
+
+
+def test_budget_too_small_is_a_clear_error():
+    with pytest.raises(InvalidRequestError, match=r"max_tokens=20 is too small.*raise max_tokens to at least"):
+        bound_schema(SCHEMA, 20)
+
+
+@pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
+@pytest.mark.parametrize("budget", [100, 300, 1000])
+def test_bounded_schema_output_parses_within_the_budget(model, budget):
+    e = Engine.get(model, execution="inline")
+    c = e.generate(MSGS, validated_options(max_new_tokens=budget, temperature=0, guidance=json_schema_guidance(SCHEMA, budget)))
+    data = json.loads(c.text)
+    assert set(data) == {"title", "tags", "score", "meta", "kind"}
+    assert c.finish_reason == "stop" and c.usage.completion_tokens <= budget
+
+
+@pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
+@pytest.mark.parametrize("name", [None, "multiply", "search"])
+def test_forced_tool_call_in_the_family_format(model, name):
+    e = Engine.get(model, execution="inline")
+    g = tool_call_guidance(e.template.family, TOOLS, 64, name)
+    c = e.generate(MSGS, validated_options(max_new_tokens=64, temperature=0, tools=TOOLS, guidance=g))
+    assert c.finish_reason == "tool_calls" and len(c.tool_calls) == 1
+    call = c.tool_calls[0]
+    assert name is None or call.name == name
+    if call.name == "multiply":
+        assert isinstance(call.arguments["a"], int) and isinstance(call.arguments["b"], int)
+    else:
+        assert isinstance(call.arguments["query"], str)
+
+
+def test_tool_choice_must_name_a_bound_tool():
+    with pytest.raises(InvalidRequestError, match="'divide', which is not a bound tool; bound tools: multiply, search"):
+        tool_call_guidance("qwen3", TOOLS, 64, "divide")
+
+
+def test_family_without_tool_format():
+    with pytest.raises(InvalidRequestError, match="no tool-call format"):
+        tool_call_guidance("gemma3", TOOLS, 64)
