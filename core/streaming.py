@@ -95,7 +95,8 @@ class IncrementalDecoder:
     """
 
     def __init__(self, decode: Callable[[Sequence[int]], str], *, max_stuck: int = 8) -> None:
-        self._decode = decode
+        # onnxruntime-genai 0.14 crashes the process (SIGFPE) decoding an empty list.
+        self._decode = lambda ids: decode(ids) if len(ids) else ""
         self._ids: list[int] = []
         self._prefix = 0  # start of the decode window
         self._read = 0  # tokens before this are already emitted

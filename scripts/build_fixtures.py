@@ -265,8 +265,9 @@ def build_model(
         gcfg = json.loads((build / "genai_config.json").read_text(encoding="utf-8"))
         # Keep the config loadable by onnxruntime-genai 0.14 (Ryzen AI 1.8): drop keys it
         # does not know, which newer builders write for some families.
-        for key in ("bot_token_id", "eot_token_id", "boi_token_id", "eoi_token_id", "image_token_id"):
-            gcfg["model"].pop(key, None)
+        known = {"bos_token_id", "context_length", "decoder", "eos_token_id", "pad_token_id", "type", "vocab_size"}
+        for key in set(gcfg["model"]) - known:
+            gcfg["model"].pop(key)
         gcfg["model"]["eos_token_id"] = [ids[t] for t in fam.eos_ids]
         gcfg["model"]["pad_token_id"] = ids[fam.pad]
         if fam.bos:

