@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ._frames import read_frame, write_frame
 from .budget import BudgetPlan, ContextBudget
 from .chat_template import ChatTemplate
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError
@@ -42,7 +43,6 @@ from .options import GenerationOptions
 from .package import ModelPackage
 from .session import Session, SessionKey
 from .streaming import Chunk, Timings, Usage
-from .worker import read_frame, write_frame
 
 __all__ = ["Completion", "Engine", "Execution", "aggregate"]
 

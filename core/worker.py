@@ -22,45 +22,11 @@ import pickle
 import queue
 import sys
 import threading
-from typing import Any, BinaryIO
+from typing import Any
 
-__all__ = ["main", "read_frame", "write_frame"]
+from ._frames import read_frame, write_frame
 
-_HEADER = 4
-
-
-def write_frame(stream: BinaryIO, message: Any, lock: threading.Lock | None = None) -> None:
-    """Write one frame."""
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    frame = len(data).to_bytes(_HEADER, "little") + data
-    if lock is None:
-        stream.write(frame)
-        stream.flush()
-        return
-    with lock:
-        stream.write(frame)
-        stream.flush()
-
-
-def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        part = stream.read(n - len(buf))
-        if not part:
-            return None
-        buf += part
-    return buf
-
-
-def read_frame(stream: BinaryIO) -> Any:
-    """Read one frame; None at end of stream."""
-    header = _read_exact(stream, _HEADER)
-    if header is None:
-        return None
-    data = _read_exact(stream, int.from_bytes(header, "little"))
-    if data is None:
-        return None
-    return pickle.loads(data)  # noqa: S301 - frames come from this package's own caller
+__all__ = ["main"]
 
 
 def _portable(exc: BaseException) -> BaseException:
