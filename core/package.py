@@ -358,19 +358,28 @@ class ModelPackage:
             LfsPointerError: a needed file is a Git LFS pointer.
             ModelPackageError: a needed file is missing.
         """
-        for f in self.required_files():
+        files = self.required_files()
+        for f in files:
             if not f.exists():
                 raise ConfigError(
                     f"{f.name} is named in genai_config.json but missing from {self.path}; "
                     "download the complete package",
                     path=f,
                 )
-            if _is_lfs_pointer(f):
-                raise LfsPointerError(
-                    f"{f.name} is a Git LFS pointer ({f.stat().st_size} bytes), not the real file: "
-                    f"run `git lfs pull` in {self.path}",
-                    path=f,
-                )
+        pointers = [f for f in files if _is_lfs_pointer(f)]
+        if len(pointers) == 1:
+            f = pointers[0]
+            raise LfsPointerError(
+                f"{f.name} is a Git LFS pointer ({f.stat().st_size} bytes), not the real file: "
+                f"run `git lfs pull` in {self.path}",
+                path=f,
+            )
+        if pointers:
+            names = ", ".join(f"{f.name} ({f.stat().st_size} bytes)" for f in pointers)
+            raise LfsPointerError(
+                f"{names} are Git LFS pointers, not the real files: run `git lfs pull` in {self.path}",
+                path=pointers[0],
+            )
 
     # ------------------------------------------------------------------ budget
     @cached_property
