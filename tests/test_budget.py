@@ -5,6 +5,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ryzenai_core import ContextBudget, ContextWindowExceededError, InvalidRequestError
 from ryzenai_core.budget import BUCKET_STEP
 

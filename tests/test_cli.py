@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import REPLICAS
 from ryzenai_core.cli import main
 

@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+
 from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import (
     ContextWindowExceededError,

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 import ryzenai_core
 
 

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import (
     ConfigError,

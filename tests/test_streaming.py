@@ -6,12 +6,12 @@ import json
 
 import onnxruntime_genai as og
 import pytest
-from conftest import TINY_LLAMA, TINY_QWEN3
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core.messages import ToolCall
 from ryzenai_core.streaming import IncrementalDecoder, OutputParser, StopFilter
-
 
 # onnxruntime-genai 0.14's tokenizer loses characters around "<<" (an upstream bug), so exact
 # encode/decode round trips are only checked on newer runtimes.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatMessage, Engine, InvalidRequestError
 from ryzenai_core.options import validated_options
