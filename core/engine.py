@@ -31,13 +31,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from ._frames import read_frame, write_frame
 from .budget import BudgetPlan, ContextBudget
 from .chat_template import ChatTemplate
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError
+from .hub import resolve_model
 from .messages import ChatMessage, ToolCall
 from .options import GenerationOptions
 from .package import ModelPackage
@@ -363,9 +363,13 @@ class Engine:
         release: str | None = None,
         execution: Execution | None = None,
     ) -> Engine:
-        """The shared engine for a model folder (created on first use, model loaded lazily)."""
-        path = model.path if isinstance(model, ModelPackage) else Path(model).expanduser()
-        resolved = str(path.resolve()) if path.exists() else str(path)
+        """The shared engine for a model (created on first use, the model loaded lazily).
+
+        ``model`` is a folder, an embedded model's name or a Hugging Face repository id
+        (see :func:`~ryzenai_core.hub.resolve_model`).
+        """
+        path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
+        resolved = str(path.resolve())
         key = SessionKey(resolved, provider, num_threads, release)
         mode = execution or os.environ.get(ENV_EXECUTION, "process")
         with cls._registry_lock:

@@ -1,0 +1,89 @@
+"""Models by name: a folder, an embedded model, or a Hugging Face repository id.
+
+``resolve_model("amd/Llama-3.2-1B_rai_1.8.0_npu_4K")`` returns the local folder of that
+repository: from the Hugging Face cache when it is there (works offline), else downloaded
+with a progress bar, LFS content included (huggingface_hub fetches file contents, never
+pointers). Offline without a cached copy is a clear error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from .errors import ModelNotFoundError
+from .models import embedded_models
+
+__all__ = ["resolve_model"]
+
+log = logging.getLogger("ryzenai_core")
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def resolve_model(
+    model: str | os.PathLike[str],
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    offline: bool | None = None,
+) -> Path:
+    """The local folder for ``model``.
+
+    Args:
+        model: a folder, the name of an embedded model (``tiny-random-llama``), or a Hugging
+            Face repository id (``amd/Qwen3-4B_rai_1.8.0_npu_4K``).
+        revision: branch, tag or commit of a repository.
+        cache_dir: the Hugging Face cache (default: ``HF_HUB_CACHE`` / ``~/.cache/huggingface``).
+        offline: never download (default: the ``HF_HUB_OFFLINE`` environment variable).
+
+    Raises:
+        ModelNotFoundError: not a folder, not embedded, and not in the cache while offline
+            (or the download failed); the message says what to do.
+    """
+    path = Path(model).expanduser()
+    if path.exists():
+        return path
+    text = str(model)
+    embedded = embedded_models()
+    if text in embedded:
+        return embedded[text]
+    if not _REPO_ID.match(text) or "\\" in text or path.parent.is_dir() and str(path.parent) not in ("", "."):
+        raise ModelNotFoundError(
+            f"model {text!r} is neither a folder nor a Hugging Face repository id like "
+            f"'amd/Llama-3.2-1B_rai_1.8.0_npu_4K'; embedded models: {', '.join(sorted(embedded))}",
+            path=path,
+        )
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError as exc:  # pragma: no cover - a dependency
+        raise ModelNotFoundError(
+            f"{text!r} looks like a Hugging Face repository id; install huggingface_hub to resolve it "
+            "(`pip install huggingface_hub`) or pass a local folder"
+        ) from exc
+    cache = str(cache_dir) if cache_dir is not None else None
+    try:
+        return Path(snapshot_download(text, revision=revision, cache_dir=cache, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    if offline if offline is not None else _offline():
+        raise ModelNotFoundError(
+            f"{text} is not in the Hugging Face cache ({cache or 'default cache'}) and downloads are off "
+            "(HF_HUB_OFFLINE=1 or offline=True). On a connected machine run "
+            f"`huggingface-cli download {text}`, or unset HF_HUB_OFFLINE, or pass the model folder."
+        )
+    log.info("downloading %s from the Hugging Face Hub (first use only)", text)
+    try:
+        return Path(snapshot_download(text, revision=revision, cache_dir=cache))
+    except Exception as exc:  # noqa: BLE001 - network, auth, missing repository
+        raise ModelNotFoundError(
+            f"could not download {text} from the Hugging Face Hub: {type(exc).__name__}: {exc}. Check the "
+            "repository id and your network (gated models need `huggingface-cli login`), or pass a local folder."
+        ) from exc

@@ -1,0 +1,56 @@
+"""Models by name, resolved through a pre-filled Hugging Face cache (never the network)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import TINY_LLAMA
+from ryzenai_core import ChatMessage, Engine, ModelNotFoundError
+from ryzenai_core.hub import resolve_model
+from ryzenai_core.models import default_model_path
+from ryzenai_core.options import validated_options
+
+REPO = "amd/Llama-3.2-1B_rai_1.8.0_npu_4K"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def hf_cache(tmp_path, monkeypatch):
+    """A Hugging Face cache holding REPO, laid out as huggingface_hub writes it."""
+    cache = tmp_path / "hub"
+    repo = cache / ("models--" + REPO.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    shutil.copytree(TINY_LLAMA, repo / "snapshots" / COMMIT)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache
+
+
+def test_repo_id_resolves_from_the_cache_offline(hf_cache):
+    path = resolve_model(REPO, cache_dir=hf_cache)
+    assert path.name == COMMIT and (path / "genai_config.json").is_file()
+
+
+def test_engine_accepts_a_repo_id(hf_cache, monkeypatch):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf_cache))  # what HF_HUB_CACHE sets
+    e = Engine.get(REPO, execution="inline")
+    c = e.generate([ChatMessage("user", "hi")], validated_options(max_new_tokens=3, temperature=0))
+    assert c.usage.completion_tokens == 3
+
+
+def test_offline_without_a_cached_copy_is_a_clear_error(hf_cache):
+    with pytest.raises(ModelNotFoundError, match=r"amd/Qwen3-4B_rai_1.8.0_npu_4K is not in the Hugging Face cache.*huggingface-cli download"):
+        resolve_model("amd/Qwen3-4B_rai_1.8.0_npu_4K", cache_dir=hf_cache)
+
+
+def test_embedded_model_by_name():
+    assert resolve_model("tiny-random-llama") == default_model_path()
+
+
+def test_neither_folder_nor_repo_id(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="neither a folder nor a Hugging Face repository id"):
+        resolve_model(str(tmp_path / "missing" / "model"))
