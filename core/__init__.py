@@ -30,7 +30,7 @@ from .errors import (
     UnsafePathError,
     UnsupportedModelError,
 )
-from .messages import ChatMessage, ToolCall
+from .messages import ChatMessage, RawPrompt, ToolCall
 from .options import GenerationOptions, Guidance
 from .package import Mode, ModelPackage
 from .streaming import Chunk, Timings, Usage
@@ -63,6 +63,7 @@ __all__ = [
     "ModelNotFoundError",
     "ModelPackage",
     "ModelPackageError",
+    "RawPrompt",
     "RuntimeNotAvailableError",
     "RyzenAIError",
     "Timings",

@@ -38,7 +38,7 @@ from .budget import BudgetPlan, ContextBudget
 from .chat_template import ChatTemplate
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError
 from .hub import resolve_model
-from .messages import ChatMessage, ToolCall
+from .messages import ChatMessage, RawPrompt, ToolCall
 from .options import GenerationOptions
 from .package import ModelPackage
 from .session import Session, SessionKey
@@ -61,6 +61,7 @@ class Completion:
     usage: Usage | None = None
     timings: Timings | None = None
     plan: BudgetPlan | None = None
+    dropped_messages: int = 0
 
     def add(self, chunk: Chunk) -> None:
         """Fold one chunk in."""
@@ -70,6 +71,7 @@ class Completion:
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
+            self.dropped_messages = chunk.dropped_messages
 
 
 def aggregate(chunks: Iterator[Chunk]) -> Completion:
@@ -97,7 +99,7 @@ class _InlineBackend:
         return getattr(self.session, method)(*args)
 
     def stream(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions, timeout: float | None
+        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> Iterator[Chunk]:
         cancel = threading.Event()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -112,7 +114,7 @@ class _InlineBackend:
             inner.close()
 
     async def astream(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions, timeout: float | None
+        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
         aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -250,14 +252,14 @@ class _WorkerBackend:
         return msg[2]
 
     def stream(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions, timeout: float | None
+        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> Iterator[Chunk]:
         q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         rid = self._register(q.put)
         deadline = None if timeout is None else time.monotonic() + timeout
         done = False
         try:
-            self._send(("stream", rid, list(messages), options))
+            self._send(("stream", rid, messages if isinstance(messages, RawPrompt) else list(messages), options))
             while True:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
@@ -280,7 +282,7 @@ class _WorkerBackend:
                 self._cancel(rid)
 
     async def astream(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions, timeout: float | None
+        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
         aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -293,7 +295,7 @@ class _WorkerBackend:
         rid = self._register(handler)
         try:
             await loop.run_in_executor(None, self._ensure)
-            self._send(("stream", rid, list(messages), options))
+            self._send(("stream", rid, messages if isinstance(messages, RawPrompt) else list(messages), options))
             async for chunk in _drain(aq, timeout, lambda: self._cancel(rid)):
                 yield chunk
         finally:
@@ -394,25 +396,41 @@ class Engine:
 
     # -- generation
     def stream(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None, *, timeout: float | None = None
+        self,
+        messages: Sequence[ChatMessage] | RawPrompt,
+        options: GenerationOptions | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Iterator[Chunk]:
         """Stream the answer to ``messages``; closing the iterator cancels the generation."""
         return self.backend.stream(messages, options or GenerationOptions(), timeout)
 
     def astream(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None, *, timeout: float | None = None
+        self,
+        messages: Sequence[ChatMessage] | RawPrompt,
+        options: GenerationOptions | None = None,
+        *,
+        timeout: float | None = None,
     ) -> AsyncIterator[Chunk]:
         """Async twin of :meth:`stream`; cancelling the task cancels the generation."""
         return self.backend.astream(messages, options or GenerationOptions(), timeout)
 
     def generate(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None, *, timeout: float | None = None
+        self,
+        messages: Sequence[ChatMessage] | RawPrompt,
+        options: GenerationOptions | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Completion:
         """The whole answer (an aggregate of :meth:`stream`)."""
         return aggregate(self.stream(messages, options, timeout=timeout))
 
     async def agenerate(
-        self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None, *, timeout: float | None = None
+        self,
+        messages: Sequence[ChatMessage] | RawPrompt,
+        options: GenerationOptions | None = None,
+        *,
+        timeout: float | None = None,
     ) -> Completion:
         """Async twin of :meth:`generate`."""
         out = Completion()

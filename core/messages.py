@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from .errors import InvalidRequestError
 
-__all__ = ["ROLES", "ChatMessage", "ToolCall", "normalize_tools"]
+__all__ = ["ROLES", "ChatMessage", "RawPrompt", "ToolCall", "normalize_tools"]
 
 ROLES = ("system", "user", "assistant", "tool")
 Role = Literal["system", "user", "assistant", "tool"]
@@ -96,6 +96,27 @@ class ChatMessage:
         if self.reasoning is not None:
             out["reasoning_content"] = self.reasoning
         return out
+
+
+@dataclass
+class RawPrompt:
+    """A prompt sent as is, without the chat template: text, or token ids.
+
+    For completion-style callers (``completion_to_prompt``), benchmarks that need exact
+    prompt lengths, and prompts rendered elsewhere. The text must carry its own special
+    tokens (a BOS, turn headers) if the model needs them.
+    """
+
+    text: str | None = None
+    token_ids: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (self.token_ids is None):
+            raise InvalidRequestError("a RawPrompt takes either text or token_ids, not both and not neither")
+        if self.text is not None and not self.text:
+            raise InvalidRequestError("the raw prompt is empty; send at least one token")
+        if self.token_ids is not None and not self.token_ids:
+            raise InvalidRequestError("the raw prompt has no token ids; send at least one token")
 
 
 def normalize_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from .errors import (
     ModelPackageError,
     RuntimeNotAvailableError,
 )
-from .messages import ChatMessage, normalize_tools
+from .messages import ChatMessage, RawPrompt, normalize_tools
 from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
 from .runtime import import_oga, runtime_info
@@ -260,14 +260,27 @@ class Session:
         """Prompt tokens ``messages`` render to."""
         return len(self.encode(self.render(messages, options)))
 
-    def prepare(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> Prepared:
+    def prepare(self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions) -> Prepared:
         """Render, tokenize and plan; apply the overflow policy.
 
         Raises:
             ContextWindowExceededError: the prompt does not fit (policy ``error``, or nothing
-                left to drop).
+                left to drop; a raw prompt is never cut).
         """
         budget = self.package.budget
+        if isinstance(messages, RawPrompt):
+            ids = list(messages.token_ids) if messages.token_ids is not None else self.encode(messages.text or "")
+            vocab = self.package.config["model"].get("vocab_size")
+            bad = [i for i in ids if i < 0 or (isinstance(vocab, int) and i >= vocab)]
+            if bad:
+                raise InvalidRequestError(
+                    f"token id {bad[0]} is outside the vocabulary (0..{vocab - 1 if isinstance(vocab, int) else '?'}); "
+                    "send ids produced by this package's tokenizer"
+                )
+            text = messages.text if messages.text is not None else self.decode(ids)
+            plan = budget.plan(len(ids), options.max_new_tokens)
+            tools = normalize_tools(list(options.tools)) if options.tools else []
+            return Prepared(text, ids, plan, 0, False, tools)
         msgs = list(messages)
         dropped = 0
         while True:
@@ -302,11 +315,11 @@ class Session:
 
     def stream(
         self,
-        messages: Sequence[ChatMessage],
+        messages: Sequence[ChatMessage] | RawPrompt,
         options: GenerationOptions,
         cancel: threading.Event | None = None,
     ) -> Iterator[Chunk]:
-        """Stream the answer to ``messages``. Closing the iterator stops generation."""
+        """Stream the answer to ``messages`` (or a raw prompt). Closing the iterator stops generation."""
         t_call = time.perf_counter()
         self.load()
         prepared = self.prepare(messages, options)
@@ -432,6 +445,7 @@ class Session:
             timings=timings,
             plan=plan,
             token_ids=pending,
+            dropped_messages=prep.dropped_messages,
         )
 
     def _discard(self, generator: Any) -> None:

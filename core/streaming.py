@@ -82,6 +82,8 @@ class Chunk:
     timings: Timings | None = None
     plan: BudgetPlan | None = None
     token_ids: list[int] = field(default_factory=list)
+    dropped_messages: int = 0
+    """Old turns left out to fit the prompt limit (overflow policy ``drop_oldest``)."""
 
 
 class IncrementalDecoder:

@@ -315,3 +315,30 @@ def test_worker_killed_mid_call_is_an_error_and_the_next_call_works(copy_package
     c = e.generate(MSGS, opts(max_new_tokens=4))
     assert c.usage.completion_tokens == 4
     assert e.backend.pid != pid
+
+
+def test_raw_prompt_bypasses_the_template(engine):
+    from ryzenai_core.messages import RawPrompt
+
+    ids = engine.encode(engine.render(MSGS))
+    by_ids = engine.generate(RawPrompt(token_ids=ids), opts(max_new_tokens=8, kv_reuse=False))
+    by_messages = engine.generate(MSGS, opts(max_new_tokens=8, kv_reuse=False))
+    assert by_ids.text == by_messages.text and by_ids.usage.prompt_tokens == len(ids)
+    by_text = engine.generate(RawPrompt(text="Once upon a time"), opts(max_new_tokens=3))
+    assert by_text.usage.prompt_tokens == len(engine.encode("Once upon a time"))
+    with pytest.raises(InvalidRequestError, match="outside the vocabulary"):
+        engine.generate(RawPrompt(token_ids=[5, 999999]), opts())
+    with pytest.raises(InvalidRequestError, match="either text or token_ids"):
+        RawPrompt()
+
+
+def test_dropped_turns_are_reported(copy_package):
+    folder = copy_package(TINY_LLAMA, "drop-report")
+    cfg = json.loads((folder / "genai_config.json").read_text())
+    cfg["search"]["max_length"] = 160
+    (folder / "genai_config.json").write_text(json.dumps(cfg))
+    e = Engine.get(folder, execution="inline")
+    turns = [ChatMessage("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12) for i in range(9)]
+    c = e.generate(turns, opts(max_new_tokens=4, overflow="drop_oldest"))
+    assert c.dropped_messages > 0
+    assert c.usage.prompt_tokens == e.count_tokens(turns[c.dropped_messages:])
