@@ -1,18 +1,26 @@
 """The ``ryzenai-llm`` command.
 
-ryzenai-llm info [PATH] [--json] [--prompt-tokens N] [--max-new-tokens M]
+    ryzenai-llm info  [PATH] [--json] [--prompt-tokens N] [--max-new-tokens M]
+    ryzenai-llm chat  [PATH]
+    ryzenai-llm bench [PATH] [--png FILE] [--json]
+
+PATH is a model folder, an embedded model's name or a Hugging Face repository id; without
+it, the embedded default model is used.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import cli_bench, cli_chat
 from .budget import BudgetPlan
 from .errors import RyzenAIError
+from .hub import resolve_model
 from .models import DEFAULT_MODEL, default_model_path
 from .package import ModelPackage
 from .runtime import ENV_RELEASE
@@ -66,7 +74,7 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    path = args.path or default_model_path()
+    path = resolve_model(args.path) if args.path else default_model_path()
     pkg = ModelPackage.open(path)
     plan = pkg.budget.plan(args.prompt_tokens, args.max_new_tokens) if args.prompt_tokens is not None else None
     if args.json:
@@ -111,12 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-new-tokens", type=_positive, metavar="M", help="output tokens wanted (default: all that fit)"
     )
     info.set_defaults(func=_info)
+    cli_chat.add_parser(sub)
+    cli_bench.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ryzenai-llm`` command."""
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
     except RyzenAIError as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import signal
 import sys
 import threading
 from typing import Any
@@ -42,6 +43,9 @@ def _portable(exc: BaseException) -> BaseException:
 
 def main() -> None:
     """Serve one model until stdin closes."""
+    # Ctrl-C in the terminal reaches the whole process group: the caller handles it (and
+    # cancels the call); the worker must not die of it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # anything else printed to stdout (native code included) goes to stderr
     sys.stdout = sys.stderr

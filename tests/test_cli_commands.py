@@ -1,0 +1,63 @@
+"""The chat and bench commands, driven without a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from conftest import REPLICAS, TINY_QWEN3
+from ryzenai_core import Engine
+from ryzenai_core.cli import main
+from ryzenai_core.cli_bench import prompt_lengths
+from ryzenai_core.cli_chat import ChatSession
+
+
+def test_chat_session_keeps_history_and_reports_the_budget():
+    s = ChatSession(Engine.get(TINY_QWEN3), system="Be brief.", max_new_tokens=6, temperature=0)
+    out = io.StringIO()
+    status = s.ask("hello", out)
+    assert len(s.history) == 2 and s.history[1].role == "assistant"
+    assert out.getvalue().endswith("\n")
+    assert "/4096 tokens" in status and "length" in status
+    status2 = s.ask("and again", out)
+    first = int(status.split()[0].lstrip("["))
+    assert int(status2.split()[0].lstrip("[")) > first  # the history grows the prompt
+    assert s.command("/reset") == "[history cleared]" and s.history == []
+    assert s.command("/system You are terse.") == "[system prompt set]" and s.system == "You are terse."
+    assert s.command("hello") is None
+
+
+def test_chat_ctrl_c_stops_the_answer_and_keeps_the_session():
+    s = ChatSession(Engine.get(TINY_QWEN3), max_new_tokens=2000, temperature=0)
+
+    class Interrupting(io.StringIO):
+        fired = False
+
+        def write(self, text):
+            if self.tell() > 5 and not self.fired:
+                self.fired = True
+                raise KeyboardInterrupt  # what Ctrl-C does while the answer streams
+            return super().write(text)
+
+    status = s.ask("tell me everything", Interrupting())
+    assert status == "[stopped]"
+    assert len(s.history) == 2
+    ok = s.ask("short", io.StringIO())
+    assert "prompt" in ok
+
+
+def test_prompt_lengths_are_bucket_edges_and_one_past():
+    assert prompt_lengths((128, 256, 512), 400, 16) == [128, 129, 256, 257]
+    assert prompt_lengths((), 100, 10) == [32, 64]
+
+
+def test_bench_json_and_chart(capsys, tmp_path):
+    png = tmp_path / "ttft.png"
+    code = main(["bench", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--provider", "cpu", "--max-prompt", "260",
+                 "--repeats", "1", "--new-tokens", "4", "--json", "--png", str(png)])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["prompt_tokens"] for r in data["rows"]] == [128, 129, 256, 257]
+    assert [r["prefill_bucket"] for r in data["rows"]] == [128, 256, 256, 512]
+    assert all(r["ttft_ms"] > 0 for r in data["rows"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
