@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pickle
 import threading
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 __all__ = ["read_frame", "write_frame"]
 
 _HEADER = 4
 
 
-def write_frame(stream: BinaryIO, message: Any, lock: threading.Lock | None = None) -> None:
+def write_frame(stream: IO[bytes], message: Any, lock: threading.Lock | None = None) -> None:
     """Write one frame."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     frame = len(data).to_bytes(_HEADER, "little") + data
@@ -24,7 +24,7 @@ def write_frame(stream: BinaryIO, message: Any, lock: threading.Lock | None = No
         stream.flush()
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
+def _read_exact(stream: IO[bytes], n: int) -> bytes | None:
     buf = b""
     while len(buf) < n:
         part = stream.read(n - len(buf))
@@ -34,7 +34,7 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes | None:
     return buf
 
 
-def read_frame(stream: BinaryIO) -> Any:
+def read_frame(stream: IO[bytes]) -> Any:
     """Read one frame; None at end of stream."""
     header = _read_exact(stream, _HEADER)
     if header is None:

@@ -7,6 +7,7 @@ renders them with Hugging Face semantics (see :func:`ChatMessage.to_hf`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -119,7 +120,7 @@ class RawPrompt:
             raise InvalidRequestError("the raw prompt has no token ids; send at least one token")
 
 
-def normalize_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def normalize_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
     """Check tool definitions and bring them to the OpenAI form chat templates expect.
 
     Accepts ``{"type": "function", "function": {...}}`` or a bare ``{"name", "description",

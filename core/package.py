@@ -275,7 +275,7 @@ class ModelPackage:
 
         eos = model.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if isinstance(eos, int) else ())
-        search = config.get("search") if isinstance(config.get("search"), dict) else {}
+        search: dict[str, Any] = config["search"] if isinstance(config.get("search"), dict) else {}
         return cls(
             path=folder,
             name=folder.name,

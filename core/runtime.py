@@ -116,12 +116,12 @@ def runtime_info() -> RuntimeInfo:
         release = release_for_oga_version(version) if ryzenai else None
         return RuntimeInfo(dist, version, ryzenai, release)
     # A build installed some other way (a wheel with an unusual name, a source build).
-    for dist in md.distributions():
-        name = (dist.metadata["Name"] or "").lower()
+    for found in md.distributions():
+        name = (found.metadata["Name"] or "").lower()
         if name.startswith("onnxruntime") and "genai" in name:
             ryzenai = "ryzenai" in name
-            release = release_for_oga_version(dist.version) if ryzenai else None
-            return RuntimeInfo(name, dist.version, ryzenai, release)
+            release = release_for_oga_version(found.version) if ryzenai else None
+            return RuntimeInfo(name, found.version, ryzenai, release)
     return RuntimeInfo(None, None, False, None)
 
 

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -318,7 +318,7 @@ class Session:
         messages: Sequence[ChatMessage] | RawPrompt,
         options: GenerationOptions,
         cancel: threading.Event | None = None,
-    ) -> Iterator[Chunk]:
+    ) -> Generator[Chunk, None, None]:
         """Stream the answer to ``messages`` (or a raw prompt). Closing the iterator stops generation."""
         t_call = time.perf_counter()
         self.load()
@@ -327,7 +327,7 @@ class Session:
 
     def _stream(
         self, prep: Prepared, options: GenerationOptions, cancel: threading.Event, t_call: float
-    ) -> Iterator[Chunk]:
+    ) -> Generator[Chunk, None, None]:
         og = import_oga()
         tpl = self.template_for(options)
         search = resolve_search(options, dict(self.package.search))

@@ -97,12 +97,15 @@ class IncrementalDecoder:
     """
 
     def __init__(self, decode: Callable[[Sequence[int]], str], *, max_stuck: int = 8) -> None:
-        # onnxruntime-genai 0.14 crashes the process (SIGFPE) decoding an empty list.
-        self._decode = lambda ids: decode(ids) if len(ids) else ""
+        self._decode_fn = decode
         self._ids: list[int] = []
         self._prefix = 0  # start of the decode window
         self._read = 0  # tokens before this are already emitted
         self._max_stuck = max_stuck
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        # onnxruntime-genai 0.14 crashes the process (SIGFPE) decoding an empty list.
+        return self._decode_fn(ids) if len(ids) else ""
 
     def feed(self, token_id: int) -> str:
         """Add one token; return the new text (may be empty while a character is incomplete)."""
@@ -239,7 +242,8 @@ class OutputParser:
     def feed(self, text: str) -> tuple[str, str]:
         """Add raw text; return ``(answer delta, reasoning delta)``."""
         self._buf += text
-        content, reasoning = [], []
+        content: list[str] = []
+        reasoning: list[str] = []
         while self._buf and not self.stopped:
             markers = self._markers()
             hits = [(self._buf.find(m), m) for m in markers if m in self._buf]
