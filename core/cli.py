@@ -1,5 +1,6 @@
 """The ``ryzenai-llm`` command.
 
+    ryzenai-llm demo  [--model PATH] [--question TEXT]
     ryzenai-llm info  [PATH] [--json] [--prompt-tokens N] [--max-new-tokens M]
     ryzenai-llm chat  [PATH]
     ryzenai-llm bench [PATH] [--png FILE] [--json]
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cli_bench, cli_chat
+from . import cli_bench, cli_chat, cli_demo
 from .budget import BudgetPlan
 from .errors import RyzenAIError
 from .hub import resolve_model
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-new-tokens", type=_positive, metavar="M", help="output tokens wanted (default: all that fit)"
     )
     info.set_defaults(func=_info)
+    cli_demo.add_parser(sub)
     cli_chat.add_parser(sub)
     cli_bench.add_parser(sub)
     return parser

@@ -1,0 +1,181 @@
+"""``ryzenai-llm demo``: RAG on the embedded default model, through both frameworks.
+
+Shows what the package is (mode, limits, bucket table), then answers a question over a
+small bundled document set twice, streaming: with a LangChain chain (BM25 retriever |
+prompt | ChatRyzenAI | parser) and with a LlamaIndex query engine on RyzenAILLM. After
+each answer: prompt tokens, prefill bucket and padding, time to first token, tokens/s.
+
+This is an application of the library: it imports the two adapters (lazily, here only),
+while the engine itself imports neither framework.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import RyzenAIError
+
+__all__ = ["DEMO_DOCS", "Budget", "add_parser", "load_documents"]
+
+DEMO_DOCS = Path(__file__).resolve().parent / "demo_docs"
+
+
+@dataclass
+class Budget:
+    """What one answer cost, whichever framework produced it."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    prefill_bucket: int | None
+    padding: int | None
+    ttft_s: float | None
+    tokens_per_s: float | None
+    wall_s: float
+
+    @classmethod
+    def from_parts(
+        cls, usage: dict[str, Any], plan: dict[str, Any] | None, timings: dict[str, Any] | None, wall: float
+    ) -> Budget:
+        """From framework-neutral dicts: usage counts, the budget plan and the timings."""
+        plan, timings = plan or {}, timings or {}
+        return cls(
+            prompt_tokens=usage.get("prompt_tokens", usage.get("input_tokens")),
+            completion_tokens=usage.get("completion_tokens", usage.get("output_tokens")),
+            prefill_bucket=plan.get("prefill_bucket"),
+            padding=plan.get("padding"),
+            ttft_s=timings.get("time_to_first_token"),
+            tokens_per_s=timings.get("decode_tokens_per_second"),
+            wall_s=wall,
+        )
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        bucket = (
+            f"prefill bucket {self.prefill_bucket} (+{self.padding} padding)"
+            if self.prefill_bucket is not None
+            else "no prefill buckets (plain ONNX on this machine)"
+        )
+        ttft = f"{self.ttft_s * 1000:.0f} ms" if self.ttft_s is not None else "-"
+        rate = f"{self.tokens_per_s:.0f} tok/s" if self.tokens_per_s else "-"
+        return (
+            f"{self.prompt_tokens} prompt tokens, {bucket}, {self.completion_tokens} new tokens, "
+            f"first token {ttft}, {rate}"
+        )
+
+
+def load_documents(folder: Path = DEMO_DOCS) -> tuple[list[str], list[dict[str, Any]]]:
+    """The bundled documents and the demo questions (with their expected answers)."""
+    texts = [p.read_text(encoding="utf-8").strip() for p in sorted(folder.glob("*.txt"))]
+    questions_file = folder / "questions.json"
+    questions = json.loads(questions_file.read_text(encoding="utf-8")) if questions_file.exists() else []
+    return texts, questions
+
+
+def _adapters() -> tuple[Any, Any]:
+    try:
+        lc = importlib.import_module("langchain_ryzenai.demo")
+        li = importlib.import_module("llamaindex_ryzenai.demo")
+    except ImportError as exc:
+        raise RyzenAIError(
+            f"the demo runs both frameworks and needs them installed: pip install 'ryzenai-llm[all]' ({exc})"
+        ) from exc
+    return lc, li
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from .engine import Engine
+    from .hub import resolve_model
+    from .models import DEFAULT_MODEL, default_model_path
+
+    console = Console(highlight=False)
+    path = resolve_model(args.model) if args.model else default_model_path()
+    texts, questions = load_documents(Path(args.docs) if args.docs else DEMO_DOCS)
+    if not texts:
+        raise RyzenAIError(f"no documents (*.txt) in {args.docs or DEMO_DOCS}; pass --docs FOLDER")
+    question = args.question or (questions[0]["question"] if questions else "What is a prefill bucket?")
+    expected = next((q.get("answer") for q in questions if q["question"] == question), None)
+
+    with console.status("importing LangChain and LlamaIndex"):
+        lc, li = _adapters()
+        from langchain_core.documents import Document
+
+        from langchain_ryzenai import ChatRyzenAI
+        from llamaindex_ryzenai import RyzenAILLM
+
+    engine = Engine.get(path, provider=args.provider)
+    pkg, budget = engine.package, engine.budget
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("package", f"{pkg.name}  [dim]{pkg.path}[/dim]")
+    table.add_row("mode", pkg.mode.value + (f", decode on {pkg.token_backend}" if pkg.token_backend else ""))
+    table.add_row("release", pkg.release or "unknown")
+    table.add_row("window", f"{budget.window} tokens; prompt limit {budget.prompt_limit}")
+    table.add_row("prefill buckets", ", ".join(map(str, budget.prefill_buckets)) or "none (plain ONNX)")
+    table.add_row("decode buckets", ", ".join(map(str, budget.decode_buckets)) or "none (plain ONNX)")
+    console.print(Panel(table, title="model package", expand=False))
+    if path == default_model_path() and DEFAULT_MODEL == "tiny-random-llama":
+        console.print(
+            "[yellow]The embedded default model has random weights: it shows the whole pipeline, "
+            "but its text is noise.[/yellow]"
+        )
+    with console.status(f"loading {pkg.name} (a first load on an NPU compiles for a while)"):
+        engine.load()
+    console.print(f"[bold]question:[/bold] {question}  [dim]({len(texts)} documents, BM25, top 2)[/dim]")
+
+    common: dict[str, Any] = {"model": str(path), "temperature": 0, "provider": args.provider}
+    answers: dict[str, str] = {}
+
+    console.print("\n[bold cyan]LangChain[/bold cyan]  retriever | prompt | ChatRyzenAI | parser")
+    t0 = time.perf_counter()
+    llm = ChatRyzenAI(max_tokens=args.max_new_tokens, **common)
+    docs = [Document(page_content=t) for t in texts]
+    message = lc.run(llm, docs, question, lambda s: console.out(s, end="", highlight=False))
+    console.out("")
+    meta = message.response_metadata
+    usage = {
+        "input_tokens": (message.usage_metadata or {}).get("input_tokens"),
+        "output_tokens": (message.usage_metadata or {}).get("output_tokens"),
+    }
+    lc_budget = Budget.from_parts(usage, meta.get("budget_plan"), meta.get("timings"), time.perf_counter() - t0)
+    console.print(f"[dim]{lc_budget.line()}[/dim]")
+    answers["LangChain"] = str(message.content).strip()
+
+    console.print("\n[bold magenta]LlamaIndex[/bold magenta]  query engine on RyzenAILLM")
+    t0 = time.perf_counter()
+    li_llm = RyzenAILLM(max_new_tokens=args.max_new_tokens, **common)
+    text, last = li.run(li_llm, texts, question, lambda s: console.out(s, end="", highlight=False))
+    console.out("")
+    raw = (last.raw or {}) if last is not None else {}
+    li_budget = Budget.from_parts(
+        raw.get("usage") or {}, raw.get("budget"), raw.get("timings"), time.perf_counter() - t0
+    )
+    console.print(f"[dim]{li_budget.line()}[/dim]")
+    answers["LlamaIndex"] = text.strip()
+
+    if expected is not None:
+        console.print()
+        for name, answer in answers.items():
+            ok = answer == expected
+            mark = "[green]right[/green]" if ok else "[red]not the expected answer[/red]"
+            console.print(f"{name}: {mark} (expected {expected!r})")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``demo`` on the CLI's subparsers."""
+    p = sub.add_parser("demo", help="RAG demo: LangChain and LlamaIndex on the embedded model (no network)")
+    p.add_argument("--model", help="model folder or Hugging Face repo id (default: the embedded model)")
+    p.add_argument("--provider", choices=["cpu", "cuda", "dml"], help="run a plain ONNX package on this provider")
+    p.add_argument("--question", help="ask this instead of the bundled question")
+    p.add_argument("--docs", help="a folder of .txt documents to answer from (default: the bundled set)")
+    p.add_argument("--max-new-tokens", type=int, default=48)
+    p.set_defaults(func=_demo)

@@ -1,0 +1,79 @@
+"""The LangChain half of ``ryzenai-llm demo``: retriever | prompt | ChatRyzenAI | parser.
+
+Retrieval is BM25 over a handful of local documents (rank-bm25), so the demo needs no
+embedding model and no network.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessageChunk
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnablePassthrough
+from pydantic import ConfigDict, PrivateAttr
+
+from .chat_models import ChatRyzenAI
+
+__all__ = ["PROMPT", "BM25Retriever", "build_chain", "run"]
+
+PROMPT = ChatPromptTemplate.from_messages(
+    [
+        ("system", "Answer the question using only the context below. Answer with the exact words from the context."),
+        ("human", "Context:\n{context}\n\nQuestion: {question}"),
+    ]
+)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+class BM25Retriever(BaseRetriever):
+    """The ``k`` best documents for a query by BM25 (Okapi)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    documents: list[Document]
+    k: int = 2
+    _index: Any = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Build the BM25 index once."""
+        from rank_bm25 import BM25Okapi
+
+        self._index = BM25Okapi([_words(d.page_content) for d in self.documents])
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        scores = self._index.get_scores(_words(query))
+        best = sorted(range(len(self.documents)), key=lambda i: -scores[i])[: self.k]
+        return [self.documents[i] for i in best]
+
+
+def _format(docs: Sequence[Document]) -> str:
+    return "\n\n".join(d.page_content for d in docs)
+
+
+def build_chain(llm: ChatRyzenAI, documents: Sequence[Document], k: int = 2) -> Runnable[str, AIMessageChunk]:
+    """``{context: retriever, question} | prompt | llm`` (the parser is applied while streaming)."""
+    retriever = BM25Retriever(documents=list(documents), k=k)
+    return {"context": retriever | _format, "question": RunnablePassthrough()} | PROMPT | llm  # type: ignore[return-value]
+
+
+def run(
+    llm: ChatRyzenAI, documents: Sequence[Document], question: str, on_token: Callable[[str], None]
+) -> AIMessageChunk:
+    """Stream the answer to ``question`` through ``on_token``; return the whole message."""
+    chain = build_chain(llm, documents)
+    total: AIMessageChunk | None = None
+    for chunk in chain.stream(question):
+        if chunk.content:
+            on_token(str(chunk.content))
+        total = chunk if total is None else total + chunk
+    assert total is not None
+    return total

@@ -1,0 +1,82 @@
+"""The LlamaIndex half of ``ryzenai-llm demo``: a query engine on RyzenAILLM.
+
+Retrieval is BM25 over a handful of local documents (rank-bm25), so the demo needs no
+embedding model and no network. The budget of the answer (prompt tokens, prefill bucket,
+padding, timings) is read from LlamaIndex's own instrumentation events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llama_index.core import QueryBundle
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events import BaseEvent
+from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.core.retrievers import BaseRetriever
+from llama_index.core.schema import NodeWithScore, TextNode
+
+from .llms import RyzenAILLM
+
+__all__ = ["BM25NodeRetriever", "build_query_engine", "run"]
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+class BM25NodeRetriever(BaseRetriever):
+    """The ``k`` best nodes for a query by BM25 (Okapi)."""
+
+    def __init__(self, nodes: Sequence[TextNode], k: int = 2) -> None:
+        from rank_bm25 import BM25Okapi
+
+        super().__init__()
+        self._nodes = list(nodes)
+        self._k = k
+        self._index = BM25Okapi([_words(n.get_content()) for n in self._nodes])
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        scores = self._index.get_scores(_words(query_bundle.query_str))
+        best = sorted(range(len(self._nodes)), key=lambda i: -scores[i])[: self._k]
+        return [NodeWithScore(node=self._nodes[i], score=float(scores[i])) for i in best]
+
+
+class _LastChat(BaseEventHandler):
+    """Keeps the last LLM chat response seen by the instrumentation dispatcher."""
+
+    last: Any = None
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "RyzenAIDemoLastChat"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        if isinstance(event, LLMChatEndEvent):
+            self.last = event.response
+
+
+def build_query_engine(llm: RyzenAILLM, texts: Sequence[str], k: int = 2) -> RetrieverQueryEngine:
+    """A streaming query engine over ``texts`` (one node each)."""
+    nodes = [TextNode(text=t, id_=f"doc-{i}") for i, t in enumerate(texts)]
+    return RetrieverQueryEngine.from_args(BM25NodeRetriever(nodes, k=k), llm=llm, streaming=True)
+
+
+def run(llm: RyzenAILLM, texts: Sequence[str], question: str, on_token: Callable[[str], None]) -> tuple[str, Any]:
+    """Stream the answer through ``on_token``; return the text and the final chat response."""
+    handler = _LastChat()
+    dispatcher = get_dispatcher()
+    dispatcher.add_event_handler(handler)
+    try:
+        response = build_query_engine(llm, texts).query(question)
+        parts = []
+        for token in response.response_gen:  # type: ignore[union-attr]
+            on_token(token)
+            parts.append(token)
+    finally:
+        dispatcher.event_handlers.remove(handler)
+    return "".join(parts), handler.last
