@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import itertools
+import json
 import os
 import queue
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -364,15 +365,19 @@ class Engine:
         num_threads: int | None = None,
         release: str | None = None,
         execution: Execution | None = None,
+        session_options: Mapping[str, Any] | None = None,
     ) -> Engine:
         """The shared engine for a model (created on first use, the model loaded lazily).
 
         ``model`` is a folder, an embedded model's name or a Hugging Face repository id
-        (see :func:`~ryzenai_core.hub.resolve_model`).
+        (see :func:`~ryzenai_core.hub.resolve_model`). ``session_options`` are ONNX Runtime
+        session options overlaid on the package's (``{"log_severity_level": 3}``, ...).
         """
         path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
         resolved = str(path.resolve())
-        key = SessionKey(resolved, provider, num_threads, release)
+        key = SessionKey(
+            resolved, provider, num_threads, release, json.dumps(dict(session_options or {}), sort_keys=True)
+        )
         mode = execution or os.environ.get(ENV_EXECUTION, "process")
         with cls._registry_lock:
             engine = cls._registry.get((key, mode))

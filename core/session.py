@@ -85,6 +85,8 @@ class SessionKey:
     provider: str | None = None
     num_threads: int | None = None
     release: str | None = None
+    session_options: str = "{}"
+    """Extra ONNX Runtime session options, as sorted JSON (overlaid on the package's)."""
 
 
 @dataclass
@@ -169,10 +171,11 @@ class Session:
             threads = self.key.num_threads
             if threads is None and (provider == "cpu" or (provider is None and pkg.provider == "cpu")):
                 threads = max(1, min(4, os.cpu_count() or 1))
+            extra = json.loads(self.key.session_options)
             if threads is not None:
-                config.overlay(
-                    json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}})
-                )
+                extra["intra_op_num_threads"] = threads
+            if extra:
+                config.overlay(json.dumps({"model": {"decoder": {"session_options": extra}}}))
             model = og.Model(config)
             tokenizer = og.Tokenizer(model)
         except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
@@ -195,6 +198,11 @@ class Session:
         pkg = self.package
         text = str(exc)
         info = runtime_info()
+        if "session_options" in text and self.key.session_options != "{}":
+            return InvalidRequestError(
+                f"onnxruntime-genai rejected the session options {self.key.session_options}: {text}. Use option "
+                "names and value types from onnxruntime-genai's genai_config.json reference."
+            )
         if pkg.layout in ("custom-ops", "vitisai"):
             return RuntimeNotAvailableError(
                 f"{pkg.name} uses the Ryzen AI {'1.3-1.6 custom-ops' if pkg.layout == 'custom-ops' else '1.4 VitisAI'} "

@@ -342,3 +342,11 @@ def test_dropped_turns_are_reported(copy_package):
     c = e.generate(turns, opts(max_new_tokens=4, overflow="drop_oldest"))
     assert c.dropped_messages > 0
     assert c.usage.prompt_tokens == e.count_tokens(turns[c.dropped_messages:])
+
+
+def test_session_options_reach_the_runtime():
+    e = Engine.get(TINY_LLAMA, execution="inline", session_options={"log_severity_level": 3})
+    assert e.generate(MSGS, opts(max_new_tokens=2)).usage.completion_tokens == 2
+    bad = Engine.get(TINY_LLAMA, execution="inline", session_options={"enable_profiling": False})
+    with pytest.raises(InvalidRequestError, match=r"rejected the session options.*enable_profiling"):
+        bad.generate(MSGS, opts(max_new_tokens=2))
