@@ -1,4 +1,4 @@
-"""LangChain face of ryzenai-llm."""
+"""LangChain face of ryzenai-llm: :class:`ChatRyzenAI`."""
 
 from ryzenai_core._compat import require_framework
 
@@ -6,4 +6,6 @@ require_framework("langchain_core", "langchain", "langchain_ryzenai")
 
 from ryzenai_core import __version__  # noqa: E402
 
-__all__ = ["__version__"]
+from .chat_models import ChatRyzenAI  # noqa: E402
+
+__all__ = ["ChatRyzenAI", "__version__"]
