@@ -29,6 +29,7 @@ from .errors import (
     RyzenAIError,
     UnsafePathError,
     UnsupportedModelError,
+    WorkerDiedError,
 )
 from .messages import ChatMessage, RawPrompt, ToolCall
 from .options import GenerationOptions, Guidance
@@ -71,5 +72,6 @@ __all__ = [
     "UnsafePathError",
     "UnsupportedModelError",
     "Usage",
+    "WorkerDiedError",
     "__version__",
 ]

@@ -37,7 +37,7 @@ from typing import Any, Literal
 from ._frames import read_frame, write_frame
 from .budget import BudgetPlan, ContextBudget
 from .chat_template import ChatTemplate
-from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError
+from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, WorkerDiedError
 from .hub import resolve_model
 from .messages import ChatMessage, RawPrompt, ToolCall
 from .options import GenerationOptions
@@ -214,7 +214,7 @@ class _WorkerBackend:
                 handler(msg)
         code = proc.wait()
         _close_pipes(proc)
-        err = GenerationError(
+        err = WorkerDiedError(
             f"the model worker process (pid {proc.pid}) exited with code {code} during the call; "
             "the next call starts a new worker"
         )
@@ -227,7 +227,7 @@ class _WorkerBackend:
         try:
             write_frame(proc.stdin, message, self._write_lock)
         except (BrokenPipeError, OSError) as exc:
-            raise GenerationError(
+            raise WorkerDiedError(
                 f"the model worker process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
             ) from exc
 

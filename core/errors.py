@@ -17,6 +17,7 @@ wrong, the limit or expectation it broke, and what to do about it::
     ├── ChatTemplateError             the chat template failed to render
     ├── GuidanceUnsupportedError      constrained decoding asked of a runtime without it
     └── GenerationError               the runtime failed, or the model worker died
+        ├── WorkerDiedError           the worker process died; the next call starts a new one
         └── GenerationTimeoutError    a call ran past its timeout (also a TimeoutError)
 
 Errors about caller input also derive from ``ValueError`` so generic handlers keep working.
@@ -42,6 +43,7 @@ __all__ = [
     "RyzenAIError",
     "UnsafePathError",
     "UnsupportedModelError",
+    "WorkerDiedError",
 ]
 
 
@@ -122,6 +124,10 @@ class GuidanceUnsupportedError(RyzenAIError):
 
 class GenerationError(RyzenAIError, RuntimeError):
     """The runtime failed while generating, or the model worker died."""
+
+
+class WorkerDiedError(GenerationError):
+    """The model worker process died during the call; the next call starts a new one."""
 
 
 class GenerationTimeoutError(GenerationError, TimeoutError):

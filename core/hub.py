@@ -54,7 +54,16 @@ def resolve_model(
     embedded = embedded_models()
     if text in embedded:
         return embedded[text]
-    if not _REPO_ID.match(text) or "\\" in text or path.parent.is_dir() and str(path.parent) not in ("", "."):
+    local = path.is_absolute() or text.startswith((".", "~")) or "\\" in text or (
+        str(path.parent) not in ("", ".") and path.parent.is_dir()
+    )
+    if local:
+        raise ModelNotFoundError(
+            f"model folder {text!r} does not exist; pass the folder that holds genai_config.json (for AMD's "
+            "packages: `git clone` the model repository, then `git lfs pull` in it)",
+            path=path,
+        )
+    if not _REPO_ID.match(text):
         raise ModelNotFoundError(
             f"model {text!r} is neither a folder nor a Hugging Face repository id like "
             f"'amd/Llama-3.2-1B_rai_1.8.0_npu_4K'; embedded models: {', '.join(sorted(embedded))}",

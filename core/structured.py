@@ -150,13 +150,25 @@ def tool_call_guidance(
         raise InvalidRequestError(
             f"the {family!r} chat template has no tool-call format; use a Llama 3.2 or Qwen3 package for tools"
         )
-    budget = max(8, max_new_tokens // max(1, len(normalized)) - 16)
     rules = []
     alternatives = []
     for i, tool in enumerate(normalized):
         fn = tool["function"]
-        params = bound_schema(fn["parameters"] or {"type": "object", "properties": {}}, budget)
         prefix = head + "{" + f'"name": {json.dumps(fn["name"])}, "{args_key}": '
+        # The call's own text comes first: about one token per two characters (its markers and
+        # keys are common tokens); the engine still fails clearly if a call overruns.
+        wrapper = (len(prefix) + len(tail) + 1) // 2
+        budget = max_new_tokens - wrapper
+        try:
+            if budget < 4:
+                raise InvalidRequestError("no room")
+            params = bound_schema(fn["parameters"] or {"type": "object", "properties": {}}, budget)
+        except InvalidRequestError:
+            need = wrapper + max(16, 4 * _slots(fn["parameters"] or {}, {}) + 8)
+            raise InvalidRequestError(
+                f"max_tokens={max_new_tokens} is too small for a forced call to {fn['name']!r}: the call's own "
+                f"text takes up to {wrapper} tokens before its arguments; raise max_tokens to at least {need}"
+            ) from None
         rules.append(f"call{i}: {_lark_string(prefix)} args{i} {_lark_string(tail)}")
         rules.append(f"args{i}: %json {json.dumps(params)}")
         alternatives.append(f"call{i}")

@@ -1,4 +1,8 @@
-"""LlamaIndex face of ryzenai-llm."""
+"""LlamaIndex face of ryzenai-llm.
+
+``RyzenAILLM`` is a LlamaIndex ``FunctionCallingLLM`` over a Ryzen AI model package;
+``BucketPackingPostprocessor`` fills retrieved context up to the NPU's prefill bucket edges.
+"""
 
 from ryzenai_core._compat import require_framework
 
@@ -6,4 +10,7 @@ require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 
 from ryzenai_core import __version__  # noqa: E402
 
-__all__ = ["__version__"]
+from .llms import PackageTokenizer, RyzenAILLM  # noqa: E402
+from .postprocessor import BucketPackingPostprocessor  # noqa: E402
+
+__all__ = ["BucketPackingPostprocessor", "PackageTokenizer", "RyzenAILLM", "__version__"]

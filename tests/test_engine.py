@@ -20,7 +20,7 @@ from ryzenai_core import (
     RuntimeNotAvailableError,
 )
 from ryzenai_core.engine import Engine
-from ryzenai_core.errors import GenerationTimeoutError
+from ryzenai_core.errors import GenerationTimeoutError, WorkerDiedError
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import GenerationOptions, resolve_search, validated_options
 
@@ -309,7 +309,7 @@ def test_worker_killed_mid_call_is_an_error_and_the_next_call_works(copy_package
     it = e.stream(MSGS, opts(max_new_tokens=3500, kv_reuse=False))
     next(it)
     os.kill(pid, signal.SIGKILL)
-    with pytest.raises(GenerationError, match="exited"):
+    with pytest.raises(WorkerDiedError, match="exited"):
         for _ in it:
             pass
     c = e.generate(MSGS, opts(max_new_tokens=4))

@@ -52,5 +52,7 @@ def test_embedded_model_by_name():
 
 
 def test_neither_folder_nor_repo_id(tmp_path):
-    with pytest.raises(ModelNotFoundError, match="neither a folder nor a Hugging Face repository id"):
+    with pytest.raises(ModelNotFoundError, match="model folder .* does not exist"):
         resolve_model(str(tmp_path / "missing" / "model"))
+    with pytest.raises(ModelNotFoundError, match="neither a folder nor a Hugging Face repository id"):
+        resolve_model("no-such-model")

@@ -86,3 +86,8 @@ def test_tool_choice_must_name_a_bound_tool():
 def test_family_without_tool_format():
     with pytest.raises(InvalidRequestError, match="no tool-call format"):
         tool_call_guidance("gemma3", TOOLS, 64)
+
+
+def test_forced_call_budget_counts_the_call_wrapper():
+    with pytest.raises(InvalidRequestError, match=r"max_tokens=20 is too small for a forced call to 'search'.*at least"):
+        tool_call_guidance("qwen3", TOOLS, 20, "search")

@@ -1,0 +1,226 @@
+"""Pure translations between LlamaIndex types and ryzenai_core types.
+
+Data flow::
+
+    LlamaIndex ChatMessage (blocks, additional_kwargs) -> core ChatMessage (role, text, tool calls,
+        tool call id, reasoning)
+    core Chunk stream -> _Fold -> LlamaIndex ChatResponse (ThinkingBlock, TextBlock, ToolCallBlock;
+        usage and budget in additional_kwargs and raw)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
+    CompletionResponse,
+    ImageBlock,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+from llama_index.core.llms.llm import ToolSelection
+
+from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.messages import ChatMessage as CoreMessage
+from ryzenai_core.messages import Role, ToolCall
+from ryzenai_core.streaming import Chunk
+
+__all__: list[str] = []
+
+_ROLES: dict[MessageRole, Role] = {
+    MessageRole.SYSTEM: "system",
+    MessageRole.DEVELOPER: "system",
+    MessageRole.USER: "user",
+    MessageRole.ASSISTANT: "assistant",
+    MessageRole.CHATBOT: "assistant",
+    MessageRole.MODEL: "assistant",
+    MessageRole.TOOL: "tool",
+    MessageRole.FUNCTION: "tool",
+}
+
+
+def _arguments(value: Any) -> dict[str, Any]:
+    """Tool-call arguments as a dict (they may arrive as JSON text)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return {"input": value}
+        return dict(parsed) if isinstance(parsed, dict) else {"input": parsed}
+    return {}
+
+
+def _legacy_tool_calls(raw: Any) -> list[ToolCall]:
+    """Tool calls from ``additional_kwargs['tool_calls']`` (OpenAI dicts or objects)."""
+    out: list[ToolCall] = []
+    for item in raw or []:
+        fn = item.get("function") if isinstance(item, Mapping) else getattr(item, "function", None)
+        call_id = item.get("id") if isinstance(item, Mapping) else getattr(item, "id", None)
+        if fn is None:
+            continue
+        name = fn.get("name") if isinstance(fn, Mapping) else getattr(fn, "name", None)
+        args = fn.get("arguments") if isinstance(fn, Mapping) else getattr(fn, "arguments", None)
+        if name:
+            out.append(ToolCall(name=str(name), arguments=_arguments(args), id=str(call_id or "")))
+    return out
+
+
+def to_core_message(message: ChatMessage) -> CoreMessage:
+    """One LlamaIndex message as a core message.
+
+    Text blocks are joined; a :class:`ThinkingBlock` becomes the turn's reasoning; tool calls
+    come from :class:`ToolCallBlock` s or from ``additional_kwargs['tool_calls']``; a tool
+    turn's call id from ``additional_kwargs['tool_call_id']``. Images are passed on as image
+    parts (the core says whether the package can see them).
+
+    Raises:
+        InvalidRequestError: an unknown role, or audio, video or document blocks.
+    """
+    role = _ROLES.get(MessageRole(message.role))
+    if role is None:
+        raise InvalidRequestError(f"message role {message.role!r} is not supported")
+    texts: list[str] = []
+    parts: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.blocks:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ThinkingBlock):
+            if block.content:
+                reasoning.append(block.content)
+        elif isinstance(block, ToolCallBlock):
+            calls.append(
+                ToolCall(name=block.tool_name, arguments=_arguments(block.tool_kwargs), id=block.tool_call_id or "")
+            )
+        elif isinstance(block, ImageBlock):
+            parts.append({"type": "image", "image": str(block.url or block.path or "<image bytes>")})
+        else:
+            raise InvalidRequestError(
+                f"{type(block).__name__} content is not supported by Ryzen AI text models; send text (and tool results)"
+            )
+    if not calls:
+        calls = _legacy_tool_calls(message.additional_kwargs.get("tool_calls"))
+    has_image = any(p["type"] == "image" for p in parts)
+    kwargs = message.additional_kwargs
+    return CoreMessage(
+        role=role,
+        content=parts if has_image else "\n".join(texts),
+        tool_calls=calls if role == "assistant" else [],
+        tool_call_id=kwargs.get("tool_call_id") if role == "tool" else None,
+        name=kwargs.get("name") if role == "tool" else None,
+        reasoning="\n".join(reasoning) if reasoning and role == "assistant" else None,
+    )
+
+
+def to_core_messages(messages: Sequence[ChatMessage]) -> list[CoreMessage]:
+    """Every message converted with :func:`to_core_message`."""
+    return [to_core_message(m) for m in messages]
+
+
+def tool_selections(message: ChatMessage) -> list[ToolSelection]:
+    """The tool calls of an assistant message as LlamaIndex :class:`ToolSelection` s."""
+    return [
+        ToolSelection(
+            tool_id=block.tool_call_id or "",
+            tool_name=block.tool_name,
+            tool_kwargs=_arguments(block.tool_kwargs),
+        )
+        for block in message.blocks
+        if isinstance(block, ToolCallBlock)
+    ]
+
+
+def keep_first_tool_call(message: ChatMessage) -> ChatMessage:
+    """A copy of ``message`` with at most one tool call (``allow_parallel_tool_calls=False``)."""
+    blocks = []
+    seen = False
+    for block in message.blocks:
+        if isinstance(block, ToolCallBlock):
+            if seen:
+                continue
+            seen = True
+        blocks.append(block)
+    return message.model_copy(update={"blocks": blocks})
+
+
+class _Fold:
+    """Folds core chunks into LlamaIndex chat responses, one per chunk with news."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self.text = ""
+        self.reasoning = ""
+        self.calls: list[ToolCall] = []
+
+    def message(self) -> ChatMessage:
+        blocks: list[Any] = []
+        if self.reasoning:
+            blocks.append(ThinkingBlock(content=self.reasoning, additional_information={"format": "think-tags"}))
+        blocks.append(TextBlock(text=self.text))
+        blocks.extend(
+            ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=dict(c.arguments)) for c in self.calls
+        )
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
+
+    def add(self, chunk: Chunk) -> ChatResponse | None:
+        """Fold one chunk; return the response to emit (None when the chunk brought nothing)."""
+        self.text += chunk.text
+        self.reasoning += chunk.reasoning
+        self.calls.extend(chunk.tool_calls)
+        final = chunk.finish_reason is not None
+        if not (final or chunk.text or chunk.reasoning or chunk.tool_calls):
+            return None
+        extra: dict[str, Any] = {}
+        raw: dict[str, Any] | None = None
+        if chunk.reasoning:
+            extra["thinking_delta"] = chunk.reasoning
+        if final:
+            usage = chunk.usage.to_dict() if chunk.usage is not None else {}
+            budget = chunk.plan.to_dict() if chunk.plan is not None else None
+            extra.update(usage)
+            extra["finish_reason"] = chunk.finish_reason
+            extra["budget"] = budget
+            dropped = getattr(chunk, "dropped_messages", 0)
+            if dropped:
+                extra["dropped_messages"] = dropped
+            raw = {
+                "model": self.model_name,
+                "usage": usage,
+                "finish_reason": chunk.finish_reason,
+                "budget": budget,
+                "dropped_messages": dropped,
+                "timings": chunk.timings.to_dict() if chunk.timings is not None else None,
+                "reasoning": self.reasoning or None,
+            }
+        return ChatResponse(message=self.message(), delta=chunk.text, raw=raw, additional_kwargs=extra)
+
+
+def to_completion(response: ChatResponse, text: str | None = None) -> CompletionResponse:
+    """A chat response as a completion response (the same usage, budget and raw data).
+
+    Args:
+        response: the chat response.
+        text: the accumulated text (default: the message's content).
+    """
+    extra = dict(response.additional_kwargs)
+    reasoning = next((b.content for b in response.message.blocks if isinstance(b, ThinkingBlock)), None)
+    if reasoning:
+        extra.setdefault("thinking", reasoning)
+    return CompletionResponse(
+        text=(response.message.content or "") if text is None else text,
+        delta=response.delta,
+        raw=response.raw,
+        additional_kwargs=extra,
+    )

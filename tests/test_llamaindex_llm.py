@@ -1,0 +1,486 @@
+"""RyzenAILLM on real OGA and the fixture models: chat/complete, streaming, async, events,
+prompt overrides, metadata, tools and agents, structured output."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import llama_index.core
+import pytest
+from llama_index.core import Settings
+from llama_index.core.agent.workflow import AgentStream, FunctionAgent, ToolCallResult
+from llama_index.core.base.llms.types import (
+    AudioBlock,
+    ChatMessage,
+    MessageRole,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+)
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatInProgressEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+    LLMCompletionInProgressEvent,
+    LLMCompletionStartEvent,
+    LLMStructuredPredictEndEvent,
+)
+from llama_index.core.prompts import PromptTemplate
+from llama_index.core.tools import FunctionTool
+from pydantic import BaseModel, Field
+
+from conftest import REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from llamaindex_ryzenai import BucketPackingPostprocessor, PackageTokenizer, RyzenAILLM
+from llamaindex_ryzenai._convert import to_core_message, to_core_messages
+from ryzenai_core import Engine, InvalidRequestError, ModelNotFoundError
+
+USER = [ChatMessage(role="system", content="You are terse."), ChatMessage(role="user", content="Name a colour.")]
+THINK = "<think>\nstep one\n</think>\n\nfour"
+
+
+class Recorder(BaseEventHandler):
+    """Collects LlamaIndex instrumentation events."""
+
+    events: list = []
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "Recorder"
+
+    def handle(self, event, **kwargs) -> None:
+        self.events.append(event)
+
+    def names(self) -> list[str]:
+        return [type(e).__name__ for e in self.events]
+
+
+@pytest.fixture(autouse=True)
+def _event_loop():
+    """A main-thread event loop, closed after the test.
+
+    Sync LlamaIndex code (token estimates, memory) runs coroutines through
+    ``llama_index.core.async_utils.asyncio_run``, which otherwise creates a loop it never closes
+    (a ResourceWarning once ``asyncio.run`` replaces it).
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_settings(monkeypatch):
+    """Every test starts with LlamaIndex's default tokenizer."""
+    monkeypatch.setattr(llama_index.core, "global_tokenizer", None)
+
+
+@pytest.fixture
+def recorder():
+    dispatcher = get_dispatcher()
+    handler = Recorder(events=[])
+    dispatcher.add_event_handler(handler)
+    yield handler
+    dispatcher.event_handlers.remove(handler)
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, temperature=0, execution="process")
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return RyzenAILLM(model=str(TINY_LLAMA), max_new_tokens=12, temperature=0, execution="process")
+
+
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+TOOLS = [FunctionTool.from_defaults(multiply), FunctionTool.from_defaults(add)]
+
+
+class Album(BaseModel):
+    """A music album."""
+
+    name: str = Field(description="the album's title")
+    year: int = Field(description="release year")
+
+
+# ---------------------------------------------------------------------- construction and metadata
+def test_construction_is_cheap_and_loads_nothing():
+    before = dict(Engine._registry)
+    llms = [RyzenAILLM(model=str(TINY_QWEN3)) for _ in range(20)]
+    assert all(llm._engine is None for llm in llms)
+    assert Engine._registry == before  # nothing opened, nothing loaded
+    assert RyzenAILLM.class_name() == "RyzenAILLM"
+
+
+def test_a_missing_folder_is_named_on_first_use():
+    llm = RyzenAILLM(model="/no/such/model_rai_1.8.0_npu_4K")
+    with pytest.raises(ModelNotFoundError, match="/no/such/model"):
+        llm.chat(USER)
+
+
+def test_metadata_comes_from_the_package(qwen, llama):
+    for llm in (qwen, llama):
+        m = llm.metadata
+        assert m.is_chat_model and m.is_function_calling_model
+        assert m.num_output == 12 and m.model_name == llm.engine.package.name
+        # default tokenizer (tiktoken): scaled down, never more than the real room
+        assert m.num_output < m.context_window <= llm.budget.window
+    gemma = RyzenAILLM(model=str(TINY_GEMMA3), execution="inline")
+    assert gemma.metadata.is_function_calling_model is False  # Gemma 3's template has no tools
+    assert RyzenAILLM(model=str(TINY_QWEN3)).metadata.num_output == qwen.budget.num_output
+
+
+def test_with_the_package_tokenizer_the_counts_and_window_are_exact(qwen):
+    text = "Retrieval-augmented generation on a Ryzen AI laptop. 1234 ünïcödé"
+    default_window = qwen.metadata.context_window
+    Settings.tokenizer = qwen.tokenizer
+    assert isinstance(llama_index.core.global_tokenizer.__self__, PackageTokenizer)
+    assert Settings.tokenizer(text) == qwen.engine.encode(text)
+    scaffold = qwen.count_tokens([ChatMessage(role="system", content=""), ChatMessage(role="user", content="")])
+    m = qwen.metadata
+    budget = qwen.budget
+    assert m.context_window == m.num_output + min(budget.max_prompt_tokens, budget.window - 12) - scaffold
+    assert m.context_window > default_window  # the exact count needs no safety margin
+
+
+def test_context_window_follows_the_release_prompt_limit():
+    replica = REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"
+    old = RyzenAILLM(model=str(replica), provider="cpu", release="1.5.1", max_new_tokens=64)
+    new = RyzenAILLM(model=str(replica), provider="cpu", max_new_tokens=64)
+    assert (old.budget.prompt_limit, new.budget.prompt_limit) == (2048, 4096)
+    Settings.tokenizer = old.tokenizer
+    scaffold = old.count_tokens([ChatMessage(role="system", content=""), ChatMessage(role="user", content="")])
+    assert old.metadata.context_window == 64 + 2048 - scaffold
+    assert new.metadata.context_window == 64 + 4096 - 64 - scaffold
+
+
+def test_tokenizer_ratio_overrides_the_measurement(qwen):
+    fixed = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, tokenizer_ratio=2.0)
+    room = min(fixed.budget.max_prompt_tokens, fixed.budget.window - 12) - fixed._scaffold_tokens()
+    assert fixed.metadata.context_window == 12 + room // 2
+
+
+# ---------------------------------------------------------------------- one stream, every face
+def test_sync_async_and_streaming_faces_agree(qwen):
+    chat = qwen.chat(USER)
+    text = chat.message.content
+    assert text and chat.additional_kwargs["completion_tokens"] == 12
+    assert chat.additional_kwargs["finish_reason"] == "length"
+    assert chat.raw["usage"]["prompt_tokens"] == qwen.count_tokens(USER) == chat.additional_kwargs["prompt_tokens"]
+    assert chat.raw["budget"]["max_new_tokens"] == 12 and chat.raw["budget"]["window"] == qwen.budget.window
+
+    streamed = list(qwen.stream_chat(USER))
+    assert "".join(r.delta for r in streamed) == text == streamed[-1].message.content
+    assert streamed[-1].raw["usage"] == chat.raw["usage"]
+
+    async def run():
+        achat = await qwen.achat(USER)
+        deltas = [r.delta async for r in await qwen.astream_chat(USER)]
+        return achat.message.content, "".join(deltas)
+
+    assert asyncio.run(run()) == (text, text)
+
+    prompt = "Name a colour."
+    completion = qwen.complete(prompt)
+    assert completion.text == qwen.chat([ChatMessage(role="user", content=prompt)]).message.content
+    assert completion.raw["usage"]["prompt_tokens"] == qwen.count_tokens(prompt)
+    pieces = list(qwen.stream_complete(prompt))
+    assert pieces[-1].text == "".join(p.delta for p in pieces) == completion.text
+
+    async def arun():
+        a = await qwen.acomplete(prompt)
+        parts = [p async for p in await qwen.astream_complete(prompt)]
+        return a.text, parts[-1].text
+
+    assert asyncio.run(arun()) == (completion.text, completion.text)
+
+
+def test_per_call_options_override_the_fields(qwen):
+    r = qwen.chat(USER, max_tokens=3, stop=["\n"])
+    assert r.additional_kwargs["completion_tokens"] <= 3
+    with pytest.raises(InvalidRequestError, match="unknown keyword argument.*banana"):
+        qwen.chat(USER, banana=1)
+    with pytest.raises(InvalidRequestError, match="max_new_tokens=0"):
+        qwen.chat(USER, max_new_tokens=0)
+
+
+def test_instrumentation_events_fire_for_chat_stream_and_completion(qwen, recorder):
+    qwen.chat(USER)
+    assert recorder.names()[0] == "LLMChatStartEvent" and isinstance(recorder.events[-1], LLMChatEndEvent)
+    recorder.events.clear()
+    chunks = list(qwen.stream_chat(USER))
+    progress = [e for e in recorder.events if isinstance(e, LLMChatInProgressEvent)]
+    assert len(progress) == len(chunks) > 1 and isinstance(recorder.events[-1], LLMChatEndEvent)
+    assert recorder.events[-1].response.raw["usage"]["completion_tokens"] == 12
+    recorder.events.clear()
+    list(qwen.stream_complete("Hi"))
+    kinds = {type(e) for e in recorder.events}
+    assert {LLMCompletionStartEvent, LLMCompletionInProgressEvent, LLMCompletionEndEvent} <= kinds
+    recorder.events.clear()
+
+    async def run():
+        async for _ in await qwen.astream_chat(USER):
+            pass
+
+    asyncio.run(run())
+    assert isinstance(recorder.events[0], LLMChatStartEvent)
+    assert any(isinstance(e, LLMChatInProgressEvent) for e in recorder.events)
+    assert isinstance(recorder.events[-1], LLMChatEndEvent)
+
+
+def test_closing_a_stream_early_frees_the_model(qwen):
+    long = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=400, temperature=0)
+    gen = long.stream_chat(USER)
+    next(gen)
+    gen.close()
+    assert qwen.chat(USER).additional_kwargs["completion_tokens"] == 12
+
+
+def test_async_calls_keep_the_event_loop_free(qwen):
+    long = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=300, temperature=0)
+
+    async def run():
+        gaps, stop = [], False
+
+        async def ticker():
+            last = time.perf_counter()
+            while not stop:
+                await asyncio.sleep(0.002)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        task = asyncio.create_task(ticker())
+        await long.achat(USER * 40)
+        stop = True
+        await task
+        return gaps
+
+    gaps = asyncio.run(run())
+    assert len(gaps) > 5  # the loop kept ticking during the call (the stall is measured in benchmarks/)
+
+
+# ---------------------------------------------------------------------- templates and overrides
+def test_messages_go_through_the_package_template(qwen):
+    prompt = qwen.engine.render(to_core_messages(USER))
+    assert prompt.startswith("<|im_start|>system\nYou are terse.<|im_end|>")
+    assert qwen.count_tokens(USER) == len(qwen.engine.encode(prompt))
+
+
+def test_messages_to_prompt_and_completion_to_prompt_overrides_are_sent_verbatim():
+    def messages_to_prompt(messages):
+        return "".join(f"<<{m.role.value}>> {m.content}\n" for m in messages) + "<<assistant>>"
+
+    def completion_to_prompt(text):
+        return f"### Question\n{text}\n### Answer\n"
+
+    llm = RyzenAILLM(
+        model=str(TINY_QWEN3),
+        max_new_tokens=5,
+        temperature=0,
+        messages_to_prompt=messages_to_prompt,
+        completion_to_prompt=completion_to_prompt,
+    )
+    raw = messages_to_prompt(USER)
+    r = llm.chat(USER)
+    assert r.additional_kwargs["prompt_tokens"] == len(llm.engine.encode(raw)) == llm.count_tokens(USER)
+    c = llm.complete("Why?")
+    assert c.additional_kwargs["prompt_tokens"] == len(llm.engine.encode(completion_to_prompt("Why?")))
+    c = llm.complete("<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n", formatted=True)
+    assert c.additional_kwargs["prompt_tokens"] == len(
+        llm.engine.encode("<|im_start|>user\nWhy?<|im_end|>\n<|im_start|>assistant\n")
+    )
+
+
+def test_chat_template_override_and_template_vars(llama):
+    tpl = "{% for m in messages %}[{{ m['role'] }}|{{ m['content'] }}|{{ flavour }}]{% endfor %}"
+    llm = RyzenAILLM(model=str(TINY_LLAMA), chat_template=tpl, template_vars={"flavour": "mint"}, max_new_tokens=2)
+    assert llm.count_tokens(USER) == len(llm.engine.encode("[system|You are terse.|mint][user|Name a colour.|mint]"))
+    assert llm.chat(USER).additional_kwargs["completion_tokens"] <= 2
+
+
+def test_qwen3_reasoning_becomes_a_thinking_block(qwen):
+    r = qwen.chat(USER, enable_thinking=True, max_new_tokens=40, guidance={"type": "regex", "data": THINK})
+    thinking = [b for b in r.message.blocks if isinstance(b, ThinkingBlock)]
+    assert [b.content for b in thinking] == ["step one"] and r.message.content == "four"
+    assert r.raw["reasoning"] == "step one"
+    streamed = list(
+        qwen.stream_chat(USER, enable_thinking=True, max_new_tokens=40, guidance={"type": "regex", "data": THINK})
+    )
+    assert "".join(s.additional_kwargs.get("thinking_delta") or "" for s in streamed) == "step one"
+    assert "".join(s.delta for s in streamed) == "four"
+    # a thinking block in the history goes back to the template as the turn's reasoning
+    core = to_core_message(r.message)
+    assert (core.role, core.reasoning, core.content) == ("assistant", "step one", "four")
+    completion = qwen.complete("Hi", enable_thinking=True, max_new_tokens=40, guidance={"type": "regex", "data": THINK})
+    assert completion.text == "four" and completion.additional_kwargs["thinking"] == "step one"
+
+
+def test_conversion_of_tool_turns_and_unsupported_blocks():
+    call = ChatMessage(
+        role=MessageRole.ASSISTANT,
+        blocks=[
+            TextBlock(text=""),
+            ToolCallBlock(tool_call_id="c1", tool_name="multiply", tool_kwargs='{"a": 3, "b": 4}'),
+        ],
+    )
+    result = ChatMessage(
+        role=MessageRole.TOOL, content="12", additional_kwargs={"tool_call_id": "c1", "name": "multiply"}
+    )
+    legacy = ChatMessage(
+        role="assistant",
+        content="",
+        additional_kwargs={"tool_calls": [{"id": "c2", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+    )
+    a, t, leg = to_core_messages([call, result, legacy])
+    assert [(c.name, c.arguments, c.id) for c in a.tool_calls] == [("multiply", {"a": 3, "b": 4}, "c1")]
+    assert (t.role, t.content, t.tool_call_id, t.name) == ("tool", "12", "c1", "multiply")
+    assert [(c.name, c.arguments) for c in leg.tool_calls] == [("add", {"a": 1, "b": 2})]
+    with pytest.raises(InvalidRequestError, match="AudioBlock"):
+        to_core_message(ChatMessage(role="user", blocks=[AudioBlock(audio=b"\x00", format="wav")]))
+
+
+# ---------------------------------------------------------------------- tools and agents
+@pytest.mark.parametrize("which", ["qwen", "llama"])
+def test_forced_tool_calls_in_the_family_format(which, request):
+    llm = request.getfixturevalue(which)
+    r = llm.chat_with_tools(TOOLS, user_msg="What is 3 times 4?", tool_required=True, max_new_tokens=96)
+    calls = llm.get_tool_calls_from_response(r)
+    assert len(calls) == 1 and calls[0].tool_name in ("multiply", "add") and calls[0].tool_id.startswith("call_")
+    assert set(calls[0].tool_kwargs) == {"a", "b"} and all(isinstance(v, int) for v in calls[0].tool_kwargs.values())
+    assert r.additional_kwargs["finish_reason"] == "tool_calls"
+    named = llm.chat_with_tools(TOOLS, user_msg="What is 3 plus 4?", tool_choice="add", max_new_tokens=96)
+    assert [c.tool_name for c in llm.get_tool_calls_from_response(named)] == ["add"]
+    # the tools reach the template
+    assert '"name": "multiply"' in llm.engine.render(
+        to_core_messages([ChatMessage(role="user", content="x")]), llm._request([], {"tools": TOOLS})[1]
+    )
+
+    async def run():
+        r = await llm.achat_with_tools(TOOLS, user_msg="3 times 4?", tool_choice="multiply", max_new_tokens=96)
+        streamed = [
+            x
+            async for x in await llm.astream_chat_with_tools(
+                TOOLS, user_msg="3 times 4?", tool_choice="multiply", max_new_tokens=96
+            )
+        ]
+        return r, streamed[-1]
+
+    r, last = asyncio.run(run())
+    assert llm.get_tool_calls_from_response(r)[0].tool_name == "multiply"
+    assert llm.get_tool_calls_from_response(last)[0].tool_name == "multiply"
+
+
+def test_no_tool_call_is_an_error_only_when_asked(qwen):
+    r = qwen.chat_with_tools(TOOLS, user_msg="Hi", tool_choice="none")
+    assert qwen.get_tool_calls_from_response(r, error_on_no_tool_call=False) == []
+    with pytest.raises(ValueError, match="expected at least one tool call"):
+        qwen.get_tool_calls_from_response(r)
+    with pytest.raises(InvalidRequestError, match="tool_choice"):
+        qwen.chat_with_tools(TOOLS, user_msg="Hi", tool_choice=42)
+    with pytest.raises(InvalidRequestError, match="not a bound tool"):
+        qwen.chat_with_tools(TOOLS, user_msg="Hi", tool_choice="divide")
+
+
+def test_predict_and_call_runs_the_forced_tool(llama):
+    out = llama.predict_and_call(TOOLS, user_msg="What is 3 times 4?", tool_required=True, max_new_tokens=96)
+    (source,) = out.sources
+    assert source.tool_name in ("multiply", "add")
+    a, b = source.raw_input["kwargs"]["a"], source.raw_input["kwargs"]["b"]
+    assert out.response == str(multiply(a, b) if source.tool_name == "multiply" else add(a, b))
+
+
+# llama-index-workflows runs inspect.getmembers() on the agent, which touches pydantic's
+# deprecated `__fields__` / `model_computed_fields` instance properties: warnings from the
+# framework, not from this package.
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+@pytest.mark.parametrize("which", ["qwen", "llama"])
+@pytest.mark.parametrize("streaming", [False, True], ids=["plain", "streaming"])
+def test_function_agent_with_two_tools(which, streaming, request):
+    llm = request.getfixturevalue(which)
+    llm = RyzenAILLM(model=llm.model, max_new_tokens=96, temperature=0, execution="process")
+    agent = FunctionAgent(
+        tools=TOOLS, llm=llm, initial_tool_choice="multiply", system_prompt="You are a calculator.", streaming=streaming
+    )
+
+    async def run():
+        handler = agent.run("What is 6 times 7?")
+        results, streams = [], 0
+        async for ev in handler.stream_events():
+            if isinstance(ev, ToolCallResult):
+                results.append(ev)
+            elif isinstance(ev, AgentStream):
+                streams += 1
+        return await handler, results, streams
+
+    response, results, streams = asyncio.run(run())
+    assert results and results[0].tool_name == "multiply"
+    kwargs = results[0].tool_kwargs
+    assert results[0].tool_output.content == str(kwargs["a"] * kwargs["b"])
+    assert response.response.role == MessageRole.ASSISTANT
+    assert (streams > 1) == streaming
+
+
+# ---------------------------------------------------------------------- structured output
+PROMPT = PromptTemplate("Invent an album about {topic}.")
+
+
+@pytest.mark.parametrize("which", ["qwen", "llama"])
+def test_structured_predict_sync_async_and_streaming(which, request, recorder):
+    llm = RyzenAILLM(model=request.getfixturevalue(which).model, max_new_tokens=64, temperature=0)
+    album = llm.structured_predict(Album, PROMPT, topic="cats")
+    assert isinstance(album, Album)
+    assert any(isinstance(e, LLMStructuredPredictEndEvent) for e in recorder.events)
+    assert any(isinstance(e, LLMChatEndEvent) for e in recorder.events)  # the grammar-constrained chat
+    assert asyncio.run(llm.astructured_predict(Album, PROMPT, topic="cats")) == album
+    partials = list(llm.stream_structured_predict(Album, PROMPT, topic="cats"))
+    assert partials[-1] == album and len(partials) > 1
+
+    async def run():
+        return [p async for p in await llm.astream_structured_predict(Album, PROMPT, topic="cats")]
+
+    assert asyncio.run(run())[-1] == album
+
+
+# StructuredLLM.stream_chat calls pydantic's deprecated `.json()` on the partial objects.
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+def test_as_structured_llm(qwen):
+    llm = RyzenAILLM(model=qwen.model, max_new_tokens=64, temperature=0)
+    sllm = llm.as_structured_llm(Album)
+    response = sllm.chat([ChatMessage(role="user", content="Invent an album about dogs.")])
+    assert isinstance(response.raw, Album)
+    assert Album.model_validate_json(response.message.content) == response.raw
+    last = list(sllm.stream_chat([ChatMessage(role="user", content="Invent an album about dogs.")]))[-1]
+    assert last.raw == response.raw
+
+
+def test_structured_output_that_cannot_fit_says_so(qwen):
+    with pytest.raises(InvalidRequestError, match="too small for this schema"):
+        qwen.structured_predict(Album, PROMPT, llm_kwargs={"max_new_tokens": 4}, topic="x")
+
+
+def test_exports_are_sorted_and_complete():
+    import llamaindex_ryzenai
+
+    assert llamaindex_ryzenai.__all__ == sorted(llamaindex_ryzenai.__all__)
+    assert {"BucketPackingPostprocessor", "PackageTokenizer", "RyzenAILLM", "__version__"} <= set(
+        llamaindex_ryzenai.__all__
+    )
+    for name in llamaindex_ryzenai.__all__:
+        assert hasattr(llamaindex_ryzenai, name), name
+    assert BucketPackingPostprocessor.class_name() == "BucketPackingPostprocessor"
