@@ -20,7 +20,7 @@ from .errors import InvalidRequestError
 from .messages import normalize_tools
 from .options import Guidance
 
-__all__ = ["bound_schema", "json_schema_guidance", "tool_call_guidance"]
+__all__ = ["bound_schema", "json_object_guidance", "json_schema_guidance", "tool_call_guidance"]
 
 _MAX_ITEMS = 8
 _NUMBER_BOUND = 10**12
@@ -111,6 +111,41 @@ def bound_schema(schema: Mapping[str, Any], max_new_tokens: int) -> dict[str, An
 def json_schema_guidance(schema: Mapping[str, Any], max_new_tokens: int) -> Guidance:
     """Guidance for output that is one JSON value matching ``schema``, closed within the budget."""
     return Guidance(type="json_schema", data=json.dumps(bound_schema(schema, max_new_tokens)))
+
+
+def json_object_guidance(max_new_tokens: int) -> Guidance:
+    """JSON mode: a flat JSON object whose keys and values are bounded so it closes within the budget.
+
+    Values are strings, numbers, booleans or null. A string character can take up to 4
+    tokens (UTF-8 bytes of a byte-level tokenizer); the grammar allows no escapes and no
+    free whitespace, so the worst case is countable.
+
+    Raises:
+        InvalidRequestError: ``max_new_tokens`` is too small for even a one-key object.
+    """
+    pairs = max(1, min(8, max_new_tokens // 64))
+    per_pair = (max_new_tokens - 2) // pairs
+    chars = (per_pair - 5) // 8  # key and value strings: quotes, colon, comma + 4 tokens a character each
+    if chars < 1:
+        raise InvalidRequestError(
+            f"max_tokens={max_new_tokens} is too small for JSON mode; raise max_tokens to at least 16"
+        )
+    digits = max(0, min(11, chars - 1))
+    frac = min(4, chars)
+    members = "pair"
+    for _ in range(pairs - 1):
+        members = f'pair ("," {members})?'
+    grammar = "\n".join(
+        [
+            f'start: "{{" ({members})? "}}"',
+            'pair: KEY ":" value',
+            'value: STRING | NUMBER | "true" | "false" | "null"',
+            f'KEY: /"[^"\\\\\\x00-\\x1f]{{1,{chars}}}"/',
+            f'STRING: /"[^"\\\\\\x00-\\x1f]{{0,{chars}}}"/',
+            f"NUMBER: /-?(0|[1-9][0-9]{{0,{digits}}})(\\.[0-9]{{1,{frac}}})?/",
+        ]
+    )
+    return Guidance(type="lark_grammar", data=grammar)
 
 
 def _lark_string(text: str) -> str:

@@ -67,12 +67,11 @@ from ryzenai_core import (
     Engine,
     GenerationError,
     GenerationTimeoutError,
-    Guidance,
     InvalidRequestError,
     ToolCall,
 )
 from ryzenai_core.options import GenerationOptions, validated_options
-from ryzenai_core.structured import json_schema_guidance, tool_call_guidance
+from ryzenai_core.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
 
 __all__ = ["ChatRyzenAI"]
 
@@ -266,41 +265,6 @@ def _tool_choice(choice: ToolChoice, tools: Sequence[Mapping[str, Any]]) -> tupl
             f"tool_choice names {choice!r}, which is not a bound tool; bound tools: {', '.join(names) or 'none'}"
         )
     return True, True, choice
-
-
-def _json_object_guidance(max_new_tokens: int) -> Guidance:
-    """JSON mode: a flat JSON object whose keys and values are bounded so it closes within the budget.
-
-    Values are strings, numbers, booleans or null. A string character can take up to 4
-    tokens (UTF-8 bytes of a byte-level tokenizer); the grammar allows no escapes and no
-    free whitespace, so the worst case is countable.
-
-    Raises:
-        InvalidRequestError: ``max_new_tokens`` is too small for even a one-key object.
-    """
-    pairs = max(1, min(8, max_new_tokens // 64))
-    per_pair = (max_new_tokens - 2) // pairs
-    chars = (per_pair - 5) // 8  # key and value strings: quotes, colon, comma + 4 tokens a character each
-    if chars < 1:
-        raise InvalidRequestError(
-            f"max_tokens={max_new_tokens} is too small for JSON mode; raise max_tokens to at least 16"
-        )
-    digits = max(0, min(11, chars - 1))
-    frac = min(4, chars)
-    members = "pair"
-    for _ in range(pairs - 1):
-        members = f'pair ("," {members})?'
-    grammar = "\n".join(
-        [
-            f'start: "{{" ({members})? "}}"',
-            'pair: KEY ":" value',
-            'value: STRING | NUMBER | "true" | "false" | "null"',
-            f'KEY: /"[^"\\\\\\x00-\\x1f]{{1,{chars}}}"/',
-            f'STRING: /"[^"\\\\\\x00-\\x1f]{{0,{chars}}}"/',
-            f"NUMBER: /-?(0|[1-9][0-9]{{0,{digits}}})(\\.[0-9]{{1,{frac}}})?/",
-        ]
-    )
-    return Guidance(type="lark_grammar", data=grammar)
 
 
 def _response_schema(response_format: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -729,7 +693,7 @@ class ChatRyzenAI(BaseChatModel):
                 raise InvalidRequestError(f"response_format must be a dict, got {type(response_format).__name__}")
             else:
                 schema = _response_schema(response_format)
-                guidance = _json_object_guidance(budget) if schema is None else json_schema_guidance(schema, budget)
+                guidance = json_object_guidance(budget) if schema is None else json_schema_guidance(schema, budget)
         if guidance is not None:
             values["guidance"] = guidance
         timeout = kwargs.get("timeout", self.timeout)

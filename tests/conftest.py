@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -29,3 +30,18 @@ def copy_package(tmp_path: Path):
         return dst
 
     return _copy
+
+
+@pytest.fixture
+def llamaindex_event_loop():
+    """A main-thread event loop, closed after the test.
+
+    Sync LlamaIndex code (token estimates, memory, streaming query engines) runs coroutines
+    through ``llama_index.core.async_utils.asyncio_run``, which otherwise creates a loop it
+    never closes (a ResourceWarning once ``asyncio.run`` replaces it).
+    """
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield loop
+    asyncio.set_event_loop(None)
+    loop.close()

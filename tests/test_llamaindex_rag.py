@@ -102,20 +102,7 @@ def documents(n: int = 10, words: int = 180, seed: int = 7) -> list[Document]:
 DOCS = documents()
 
 
-@pytest.fixture(autouse=True)
-def _event_loop():
-    """A main-thread event loop, closed after the test.
-
-    Sync LlamaIndex code (token estimates, memory) runs coroutines through
-    ``llama_index.core.async_utils.asyncio_run``, which otherwise creates a loop it never closes
-    (a ResourceWarning once ``asyncio.run`` replaces it).
-    """
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    yield
-    asyncio.set_event_loop(None)
-    loop.close()
-
+pytestmark = pytest.mark.usefixtures("llamaindex_event_loop")
 
 @pytest.fixture(autouse=True)
 def _fresh_settings(monkeypatch):

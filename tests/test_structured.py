@@ -91,3 +91,14 @@ def test_family_without_tool_format():
 def test_forced_call_budget_counts_the_call_wrapper():
     with pytest.raises(InvalidRequestError, match=r"max_tokens=20 is too small for a forced call to 'search'.*at least"):
         tool_call_guidance("qwen3", TOOLS, 20, "search")
+
+
+def test_json_mode_object_closes_within_the_budget():
+    from ryzenai_core.structured import json_object_guidance
+
+    e = Engine.get(TINY_QWEN3, execution="inline")
+    for budget in (16, 64, 200):
+        c = e.generate(MSGS, validated_options(max_new_tokens=budget, temperature=0, guidance=json_object_guidance(budget)))
+        assert isinstance(json.loads(c.text), dict) and c.usage.completion_tokens <= budget
+    with pytest.raises(InvalidRequestError, match="too small for JSON mode"):
+        json_object_guidance(4)
