@@ -130,15 +130,15 @@ def _chat(args: argparse.Namespace) -> int:
             return 0
         reply = session.command(line)
         if reply is not None:
-            console.print(reply, style="dim")
+            console.print(reply, style="dim", markup=False)
             continue
         sys.stdout.write("ai> ")
         try:
             status = session.ask(line, sys.stdout)
         except RyzenAIError as exc:
-            console.print(f"error: {exc}", style="red")
+            console.print(f"error: {exc}", style="red", markup=False)
             continue
-        console.print(status, style="dim")
+        console.print(status, style="dim", markup=False)
 
 
 def add_parser(sub: Any) -> None:
