@@ -73,7 +73,8 @@ def load_documents(folder: Path = DEMO_DOCS) -> tuple[list[str], list[dict[str, 
     """The bundled documents and the demo questions (with their expected answers)."""
     texts = [p.read_text(encoding="utf-8").strip() for p in sorted(folder.glob("*.txt"))]
     questions_file = folder / "questions.json"
-    questions = json.loads(questions_file.read_text(encoding="utf-8")) if questions_file.exists() else []
+    data = json.loads(questions_file.read_text(encoding="utf-8")) if questions_file.exists() else []
+    questions = data.get("questions", []) if isinstance(data, dict) else data
     return texts, questions
 
 

@@ -24,7 +24,11 @@ __all__ = ["PROMPT", "BM25Retriever", "build_chain", "run"]
 
 PROMPT = ChatPromptTemplate.from_messages(
     [
-        ("system", "Answer the question using only the context below. Answer with the exact words from the context."),
+        (
+            "system",
+            "Answer the question using only the context below. "
+            "If the answer is not in the context, say you don't know.",
+        ),
         ("human", "Context:\n{context}\n\nQuestion: {question}"),
     ]
 )
