@@ -64,6 +64,7 @@ def test_wheel_holds_three_packages_and_no_top_level_core(tmp_path):
     assert "ryzenai_core/models/tiny-random-llama/model.onnx.data" in names
     assert "ryzenai_core/templates/qwen3.jinja" in names
     assert "ryzenai_core/py.typed" in names
+    assert "ryzenai_core/demo_docs/questions.json" in names
 
 
 @pytest.mark.parametrize(
