@@ -44,7 +44,6 @@ import langchain_ryzenai
 from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 from langchain_ryzenai.chat_models import (
-    _json_object_guidance,
     _response_schema,
     _StrictJsonOutputParser,
     _to_core_messages,
@@ -60,6 +59,7 @@ from ryzenai_core import (
     ModelNotFoundError,
 )
 from ryzenai_core.options import validated_options
+from ryzenai_core.structured import json_object_guidance
 
 QWEN = str(TINY_QWEN3)
 LLAMA = str(TINY_LLAMA)
@@ -271,8 +271,9 @@ def test_a_worker_that_died_before_any_output_is_retried_on_a_new_worker(copy_pa
     engine = Engine.get(folder, execution="process")
     engine.load()
     pid = engine.backend.pid
-    # About 600 tokens under a grammar (the model cannot stop early): a few seconds of work.
-    slow = validated_options(max_new_tokens=700, guidance={"type": "regex", "data": "(ab ){300}"})
+    # About 3000 tokens under a grammar (the model cannot stop early): seconds of work, far longer
+    # than the 0.3 s the test waits before the kill.
+    slow = validated_options(max_new_tokens=3500, guidance={"type": "regex", "data": "(ab ){1500}"})
     busy = engine.stream([CoreMessage("user", "Hello")], slow)
     next(busy)  # the worker is generating; the next request waits behind this one
     result: dict[str, Any] = {}
@@ -660,8 +661,8 @@ def test_pure_helpers():
     with pytest.raises(InvalidRequestError, match="response_format"):
         _response_schema({"type": "text"})
     with pytest.raises(InvalidRequestError, match="too small for JSON mode"):
-        _json_object_guidance(8)
-    assert _json_object_guidance(16).type == "lark_grammar"
+        json_object_guidance(8)
+    assert json_object_guidance(16).type == "lark_grammar"
 
 
 # ---------------------------------------------------------------------- templates and models per call
