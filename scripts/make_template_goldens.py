@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import transformers
-from ryzenai_core.messages import normalize_tools
 from transformers import AutoTokenizer
+
+from ryzenai_core.messages import normalize_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "core" / "templates"
