@@ -1,0 +1,455 @@
+"""Synthetic extractive-QA data for the embedded tiny-qa-llama model.
+
+Used by ``train_qa_model.py`` (training, fresh samples every step) and ``eval_qa_model.py``
+(held-out evaluation). Pure Python, no torch.
+
+Short documents state made-up facts about made-up labs, institutes and people (names built
+from syllables, so the model must copy instead of memorising); a question asks for one fact;
+the answer is the span copied from the document. Prompts are the shapes the RAG frameworks
+send: LlamaIndex's chat text-QA template (system + user) and its completion text-QA and refine
+templates, LangChain's RAG-tutorial prompts, and a few plain shapes.
+
+Name split: a name is a *training* name when ``crc32(name) % 8 != 0`` and a *held-out* name
+otherwise (``split="train"`` / ``split="heldout"``), so evaluation never sees a training name.
+Question wordings are split too: ``wording="train"`` uses the training wordings,
+``wording="reworded"`` only wordings that never appear in training.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass, field
+
+# ----------------------------------------------------------------------------- names
+ONSETS = [
+    "b", "br", "bl", "c", "cr", "d", "dr", "f", "fl", "g", "gr", "h", "j", "k", "kr", "l", "m", "n", "p",
+    "pr", "pl", "qu", "r", "s", "sh", "sk", "st", "t", "tr", "th", "v", "w", "z", "ch", "y", "",
+]
+VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei", "ou", "ia", "y", "ee", "oa"]
+CODAS = ["", "", "", "n", "r", "l", "s", "x", "m", "k", "th", "nd", "rt", "st", "ll", "v", "sh", "z"]
+PLACE_SUFFIX = ["", "", "", "", "ville", "burg", "port", "ton", "ford", "haven", "dale", "mouth", "stead"]
+ENTITY_KINDS = [
+    "Institute", "Lab", "Laboratory", "Foundry", "Observatory", "Research Center", "Works", "Collective",
+    "Station", "Academy", "Group", "Company", "Consortium", "Studio", "Systems",
+]
+COLORS = [
+    "red", "blue", "green", "yellow", "orange", "purple", "teal", "silver", "gold", "black", "white",
+    "crimson", "violet", "amber", "indigo", "turquoise", "grey", "pink", "bronze", "olive",
+]
+TOPICS = [
+    "sparse attention", "int4 quantization", "low-power inference", "speech recognition", "memory compression",
+    "compiler design", "thermal modelling", "neural codecs", "graph search", "on-device vision",
+    "battery chemistry", "signal processing", "robot control", "weather forecasting", "protein folding",
+    "photonic circuits", "error correction", "cache design", "sensor fusion", "dataflow scheduling",
+    "mixed precision", "kernel fusion", "token pruning", "edge security", "audio denoising",
+]
+MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+
+def is_heldout_name(word: str) -> bool:
+    return zlib.crc32(word.lower().encode()) % 8 == 0
+
+
+class Names:
+    """Made-up words, restricted to the training or the held-out side of the name split."""
+
+    def __init__(self, rng: random.Random, split: str) -> None:
+        self.rng = rng
+        self.heldout = split == "heldout"
+
+    def _raw(self, lo: int, hi: int) -> str:
+        r = self.rng
+        mode = r.random()
+        if mode < 0.8:
+            n = r.randint(lo, hi)
+            w = "".join(r.choice(ONSETS) + r.choice(VOWELS) + (r.choice(CODAS) if r.random() < 0.6 else "") for _ in range(n))
+        else:  # letter soup: tokenizes unlike syllables, teaches byte-level copying
+            n = r.randint(3, 8)
+            letters = "abcdefghijklmnopqrstuvwxyz"
+            w = "".join(r.choice(letters) for _ in range(n))
+        return w
+
+    def word(self, lo: int = 2, hi: int = 3) -> str:
+        while True:
+            w = self._raw(lo, hi)
+            if 3 <= len(w) <= 14 and is_heldout_name(w) == self.heldout:
+                return w.capitalize()
+
+    def person(self) -> str:
+        r = self.rng
+        first = self.word(1, 2)
+        last = self.word(2, 3)
+        if r.random() < 0.1:
+            return f"Dr. {first} {last}"
+        if r.random() < 0.08:
+            return f"{first} {self.rng.choice('ABCDEFGHJKLMNPRSTVW')}. {last}"
+        return f"{first} {last}"
+
+    def place(self) -> str:
+        return self.word(2, 3) + self.rng.choice(PLACE_SUFFIX)
+
+    def entity(self) -> str:
+        return f"{self.word(2, 3)} {self.rng.choice(ENTITY_KINDS)}"
+
+    def chip(self) -> str:
+        r = self.rng
+        w = self.word(1, 2)
+        m = r.random()
+        if m < 0.4:
+            return f"{w}-{r.randint(1, 99)}"
+        if m < 0.6:
+            return f"{w} {r.choice(['X', 'Pro', 'Mini', 'One', 'Max', 'Neo'])}"
+        return w
+
+
+# ----------------------------------------------------------------------------- relations
+@dataclass
+class Relation:
+    name: str
+    subject: str  # "entity" or "person"
+    facts: list[str]
+    train_q: list[str]
+    reworded_q: list[str]
+
+
+# {S} = subject as it appears mid-sentence ("the Zorbl Institute" / "Mira Tenholt"),
+# {Sc} = the same at sentence start, {A} = the answer.
+RELATIONS = [
+    Relation(
+        "founded_year", "entity",
+        ["{Sc} was founded in {A}.", "{Sc} was established in {A}.", "{Sc} opened in {A}.",
+         "In {A}, {S} was founded."],
+        ["When was {S} founded?", "In which year was {S} founded?", "What year was {S} founded?",
+         "When was {S} established?", "In what year was {S} established?", "What is the founding year of {S}?",
+         "When did {S} open?"],
+        ["Tell me the year {S} was founded.", "{Sc} was founded in what year?", "Which year saw the founding of {S}?",
+         "How long ago... no: in which year did {S} get started?"],
+    ),
+    Relation(
+        "founder", "entity",
+        ["{Sc} was founded by {A}.", "{A} founded {S}.", "{Sc} was started by {A}.", "The founder of {S} is {A}."],
+        ["Who founded {S}?", "Who was the founder of {S}?", "Who started {S}?", "Who is the founder of {S}?",
+         "By whom was {S} founded?"],
+        ["Name the person who founded {S}.", "Which person set up {S}?", "{Sc} was founded by whom?"],
+    ),
+    Relation(
+        "location", "entity",
+        ["{Sc} is located in {A}.", "{Sc} is based in {A}.", "The headquarters of {S} are in {A}.",
+         "{Sc} sits in the city of {A}."],
+        ["Where is {S} located?", "In which city is {S} located?", "Where is {S} based?",
+         "Where are the headquarters of {S}?", "In which city is {S}?"],
+        ["What city is {S} in?", "Which town hosts {S}?", "Where can one find {S}?"],
+    ),
+    Relation(
+        "director", "entity",
+        ["{Sc} is led by {A}.", "The director of {S} is {A}.", "{A} directs {S}.", "{Sc} is run by {A}."],
+        ["Who leads {S}?", "Who is the director of {S}?", "Who runs {S}?", "Who directs {S}?",
+         "Who is the head of {S}?"],
+        ["Who is in charge of {S}?", "Name the director of {S}.", "Which person heads {S}?"],
+    ),
+    Relation(
+        "staff", "entity",
+        ["{Sc} employs {A} people.", "{Sc} has {A} employees.", "{A} people work at {S}.",
+         "The staff of {S} numbers {A}."],
+        ["How many people does {S} employ?", "How many employees does {S} have?", "How many people work at {S}?",
+         "How large is the staff of {S}?"],
+        ["What is the headcount of {S}?", "How many staff members are there at {S}?",
+         "Give the number of employees at {S}."],
+    ),
+    Relation(
+        "chip", "entity",
+        ["{Sc} designed a chip called {A}.", "The main chip of {S} is {A}.", "{Sc} builds the {A} accelerator.",
+         "{A} is the chip designed by {S}."],
+        ["What chip did {S} design?", "What is the name of the chip designed by {S}?", "Which chip does {S} build?",
+         "What is the main chip of {S}?"],
+        ["Which accelerator comes from {S}?", "Name the chip made by {S}.", "What processor did {S} create?"],
+    ),
+    Relation(
+        "color", "entity",
+        ["The logo of {S} is {A}.", "{Sc} uses a {A} logo.", "{Sc} has a {A} logo."],
+        ["What color is the logo of {S}?", "What is the color of the logo of {S}?", "What colour is the logo of {S}?"],
+        ["Which colour does the logo of {S} have?", "The logo of {S} is what color?"],
+    ),
+    Relation(
+        "topic", "entity",
+        ["{Sc} studies {A}.", "The research focus of {S} is {A}.", "{Sc} works on {A}.",
+         "Researchers at {S} study {A}."],
+        ["What does {S} study?", "What is the research focus of {S}?", "What does {S} work on?",
+         "What do researchers at {S} study?"],
+        ["Which field does {S} research?", "What is {S} known for researching?", "What area does {S} focus on?"],
+    ),
+    Relation(
+        "birthplace", "person",
+        ["{Sc} was born in {A}.", "{Sc} grew up in {A}.", "{Sc} comes from {A}."],
+        ["Where was {S} born?", "In which city was {S} born?", "Where does {S} come from?",
+         "Where did {S} grow up?"],
+        ["What is the hometown of {S}?", "What is the birthplace of {S}?", "Which city is {S} from?"],
+    ),
+    Relation(
+        "birth_year", "person",
+        ["{Sc} was born in {A}.", "{Sc}, born in {A}, is a researcher."],
+        ["When was {S} born?", "In which year was {S} born?", "What year was {S} born?"],
+        ["What is the birth year of {S}?", "In what year was {S} born?", "Tell me when {S} was born."],
+    ),
+    Relation(
+        "pet", "person",
+        ["{Sc} has a pet named {A}.", "{Sc} owns a cat called {A}.", "The dog of {S} is named {A}."],
+        ["What is the name of the pet of {S}?", "What is the name of {S}'s pet?", "What is {S}'s pet called?"],
+        ["How is the pet of {S} called?", "What did {S} name the pet?"],
+    ),
+]
+# fix a slip in one wording
+RELATIONS[0].reworded_q[3] = "In which year did {S} get started?"
+REL = {r.name: r for r in RELATIONS}
+
+FILLERS = [
+    "{Sc} is known for its quiet campus.", "Visitors often praise the library of {S}.",
+    "{Sc} publishes a yearly report.", "Many students apply to {S} every spring.",
+    "{Sc} shares its results openly.", "The building of {S} has large windows.",
+    "{Sc} hosts a small conference each year.", "{Sc} collaborates with several universities.",
+]
+
+
+def _answer(rel: str, names: Names) -> str:
+    r = names.rng
+    if rel in ("founded_year", "birth_year"):
+        return str(r.randint(1820, 2024))
+    if rel in ("founder", "director"):
+        return names.person()
+    if rel in ("location", "birthplace"):
+        return names.place()
+    if rel == "staff":
+        return str(r.choice([r.randint(3, 99), r.randint(100, 999), r.randint(1000, 9999)]))
+    if rel == "chip":
+        return names.chip()
+    if rel == "color":
+        return r.choice(COLORS)
+    if rel == "topic":
+        return r.choice(TOPICS)
+    if rel == "pet":
+        return names.word(1, 2)
+    raise KeyError(rel)
+
+
+@dataclass
+class Fact:
+    rel: str
+    subject: str  # as written mid-sentence
+    answer: str
+
+
+@dataclass
+class Doc:
+    title: str
+    text: str
+    facts: list[Fact] = field(default_factory=list)
+    slug: str = ""
+
+
+def _cap(s: str) -> str:
+    return s[0].upper() + s[1:]
+
+
+def make_doc(names: Names, used: set[str]) -> Doc:
+    """One document about a made-up entity (and its people): 2-6 facts plus filler."""
+    r = names.rng
+    while True:
+        ent = names.entity()
+        if ent not in used:
+            used.add(ent)
+            break
+    subj = ("the " + ent) if r.random() < 0.85 else ent
+    sentences: list[str] = []
+    facts: list[Fact] = []
+    rels = ["founded_year", "founder", "location", "director", "staff", "chip", "color", "topic"]
+    chosen = r.sample(rels, r.choice([1, 2, 2, 3, 3, 4]))
+    people: list[str] = []
+    for rel in chosen:
+        ans = _answer(rel, names)
+        if ans in used:
+            continue
+        used.add(ans)
+        tmpl = r.choice(REL[rel].facts)
+        sentences.append(tmpl.format(S=subj, Sc=_cap(subj), A=ans))
+        facts.append(Fact(rel, subj, ans))
+        if rel in ("founder", "director"):
+            people.append(ans)
+    for person in people:
+        if r.random() < 0.3:
+            prel = r.choice(["birthplace", "birth_year", "pet"])
+            ans = _answer(prel, names)
+            if ans in used:
+                continue
+            used.add(ans)
+            sentences.append(r.choice(REL[prel].facts).format(S=person, Sc=person, A=ans))
+            facts.append(Fact(prel, person, ans))
+    if r.random() < 0.25:
+        sentences.insert(r.randint(0, len(sentences)), r.choice(FILLERS).format(S=subj, Sc=_cap(subj)))
+    # the first sentence introduces the subject; keep order mostly natural
+    body = " ".join(sentences)
+    slug = ent.lower().replace(" ", "_")
+    return Doc(title=ent, text=body, facts=facts, slug=slug)
+
+
+# ----------------------------------------------------------------------------- prompts
+LI_SYSTEM = (
+    "You are an expert Q&A system that is trusted around the world.\n"
+    "Always answer the query using the provided context information, and not prior knowledge.\n"
+    "Some rules to follow:\n"
+    "1. Never directly reference the given context in your answer.\n"
+    "2. Avoid statements like 'Based on the context, ...' or 'The context information ...' or anything along those lines."
+)
+LI_QA = (
+    "Context information is below.\n---------------------\n{context_str}\n---------------------\n"
+    "Given the context information and not prior knowledge, answer the query.\nQuery: {query_str}\nAnswer: "
+)
+LI_REFINE = (
+    "You are an expert Q&A system that strictly operates in two modes when refining existing answers:\n"
+    "1. **Rewrite** an original answer using the new context.\n"
+    "2. **Repeat** the original answer if the new context isn't useful.\n"
+    "Never reference the original answer or context directly in your answer.\n"
+    "When in doubt, just repeat the original answer.\n"
+    "New Context: {context_msg}\nQuery: {query_str}\nOriginal Answer: {existing_answer}\nNew Answer: "
+)
+LC_TUTORIAL_SYSTEM = (
+    "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to "
+    "answer the question. If you don't know the answer, just say that you don't know. Use three sentences "
+    "maximum and keep the answer concise.\n\n{context}"
+)
+LC_RLM = (
+    "You are an assistant for question-answering tasks. Use the following pieces of retrieved context to "
+    "answer the question. If you don't know the answer, just say that you don't know. Use three sentences "
+    "maximum and keep the answer concise.\nQuestion: {question} \nContext: {context} \nAnswer:"
+)
+LC_SYSTEMS = [
+    "Answer the question using only the context below. If the answer is not in the context, say you don't know.",
+    "Answer the question using only the provided context.",
+    "Use only the context to answer the question. Keep the answer short.",
+    "You are a helpful assistant. Answer using only the context.",
+    "Answer the user's question based only on the following context.",
+]
+SHAPES = ["li_chat", "li_chat", "li_text", "li_refine", "lc_system", "lc_system", "lc_tutorial", "lc_rlm",
+          "plain_ctx_first", "plain_q_first", "plain_numbered", "lc_system_ctx"]
+
+
+def format_context(docs: list[Doc], shape: str, rng: random.Random) -> str:
+    if shape.startswith("li_"):
+        parts = []
+        meta = rng.random() < 0.6
+        root = rng.choice(["/home/user/docs", "/data/notes", "C:\\Users\\me\\docs", "./docs", "/tmp/rag"])
+        for d in docs:
+            if meta:
+                sep = "\\" if "\\" in root else "/"
+                parts.append(f"file_path: {root}{sep}{d.slug}.txt\n\n{d.text}")
+            else:
+                parts.append(d.text)
+        return "\n\n".join(parts)
+    if shape == "plain_numbered":
+        style = rng.randint(0, 2)
+        if style == 0:
+            return "\n\n".join(f"Document {i + 1}: {d.text}" for i, d in enumerate(docs))
+        if style == 1:
+            return "\n".join(f"[{i + 1}] {d.text}" for i, d in enumerate(docs))
+        return "\n\n".join(f"{d.title}\n{d.text}" for d in docs)
+    return ("\n\n" if rng.random() < 0.8 else "\n").join(d.text for d in docs)
+
+
+def render_messages(shape: str, context: str, question: str, rng: random.Random, docs: list[Doc],
+                    target: Fact | None = None) -> list[tuple[str, str]]:
+    """(role, content) pairs of the first turn."""
+    if shape == "li_chat":
+        return [("system", LI_SYSTEM), ("user", LI_QA.format(context_str=context, query_str=question))]
+    if shape == "li_text":
+        return [("user", LI_QA.format(context_str=context, query_str=question))]
+    if shape == "li_refine":
+        existing = target.answer if (target is not None and rng.random() < 0.5) else rng.choice(
+            ["I don't know.", "Empty Response", "The context does not say."])
+        return [("user", LI_REFINE.format(context_msg=context, query_str=question, existing_answer=existing))]
+    if shape == "lc_system":
+        return [("system", rng.choice(LC_SYSTEMS)), ("user", f"Context: {context}\n\nQuestion: {question}")]
+    if shape == "lc_system_ctx":
+        return [("system", rng.choice(LC_SYSTEMS) + "\n\nContext:\n" + context), ("user", question)]
+    if shape == "lc_tutorial":
+        return [("system", LC_TUTORIAL_SYSTEM.format(context=context)), ("user", question)]
+    if shape == "lc_rlm":
+        return [("user", LC_RLM.format(question=question, context=context))]
+    if shape == "plain_q_first":
+        return [("user", f"Question: {question}\n\nContext:\n{context}")]
+    if shape == "plain_numbered":
+        return [("user", f"{context}\n\nQuestion: {question}")]
+    # plain_ctx_first
+    lead = rng.choice(["", "Read the documents and answer.\n\n", "Documents:\n"])
+    tail = rng.choice(["\n\n{q}", "\n\nQuestion: {q}", "\n\nQ: {q}\nA:", "\n\n{q} Answer with the exact words."])
+    return [("user", lead + context + tail.format(q=question))]
+
+
+def question_for(fact: Fact, wording: str, rng: random.Random) -> str:
+    rel = REL[fact.rel]
+    pool = rel.train_q if wording == "train" else rel.reworded_q
+    q = rng.choice(pool).format(S=fact.subject, Sc=_cap(fact.subject))
+    if wording == "train" and rng.random() < 0.05:
+        q = q.lower()
+    return q
+
+
+def random_date(rng: random.Random) -> str:
+    return f"{rng.randint(1, 28):02d} {rng.choice(MONTHS)} {rng.randint(2023, 2031)}"
+
+
+@dataclass
+class Example:
+    messages: list[tuple[str, str]]  # full conversation before the final answer
+    answers: list[str]  # assistant answers, one per user question (the last one is generated)
+    date_string: str
+    n_docs: int
+    shape: str
+    turns: list[tuple[int, int]] = field(default_factory=list)  # unused helper
+
+
+def make_qa(rng: random.Random, n_docs: int, *, split: str = "train", wording: str = "train",
+            shape: str | None = None, followups: int = 0) -> tuple[list[tuple[str, str]], list[str], list[Doc]]:
+    """A conversation: messages with the assistant answers interleaved, the answers and the docs.
+
+    The returned message list ends with the last user turn (its answer is ``answers[-1]``);
+    earlier answers already appear as assistant turns.
+    """
+    names = Names(rng, split)
+    used: set[str] = set()
+    docs = [make_doc(names, used) for _ in range(n_docs)]
+    all_facts = [(i, f) for i, d in enumerate(docs) for f in d.facts]
+    shape = shape or rng.choice(SHAPES)
+    context = format_context(docs, shape, rng)
+    picks = rng.sample(all_facts, min(len(all_facts), 1 + followups))
+    first = picks[0][1]
+    msgs = render_messages(shape, context, question_for(first, wording, rng), rng, docs, first)
+    answers = [first.answer]
+    for _, f in picks[1:]:
+        msgs.append(("assistant", answers[-1]))
+        q = question_for(f, wording, rng)
+        if rng.random() < 0.2:
+            q = rng.choice(["And ", "Also, ", "One more: "]) + q[0].lower() + q[1:]
+        msgs.append(("user", q))
+        answers.append(f.answer)
+    return msgs, answers, docs
+
+
+def make_copy(rng: random.Random, split: str = "train") -> tuple[list[tuple[str, str]], list[str]]:
+    """Copy-task warm-up: repeat a made-up text word for word."""
+    names = Names(rng, split)
+    used: set[str] = set()
+    if rng.random() < 0.5:
+        text = make_doc(names, used).text
+        words = text.split(" ")
+        if len(words) > 6:
+            a = rng.randint(0, len(words) - 3)
+            text = " ".join(words[a: a + rng.randint(2, 12)])
+    else:
+        text = " ".join(rng.choice([names.word(), names.person(), names.chip(), names.place(), str(rng.randint(1, 9999))])
+                        for _ in range(rng.randint(1, 5)))
+    ask = rng.choice(["Repeat this text word for word: {t}", "Copy exactly: {t}", "Say exactly this: {t}",
+                      "Repeat after me.\n{t}", "Text: {t}\n\nRepeat the text."]).format(t=text)
+    msgs = [("user", ask)]
+    if rng.random() < 0.3:
+        msgs.insert(0, ("system", rng.choice(LC_SYSTEMS)))
+    return msgs, [text]
