@@ -153,6 +153,9 @@ def _demo(args: argparse.Namespace) -> int:
     console.print("\n[bold magenta]LlamaIndex[/bold magenta]  query engine on RyzenAILLM")
     t0 = time.perf_counter()
     li_llm = RyzenAILLM(max_new_tokens=args.max_new_tokens, **common)
+    from llama_index.core import Settings
+
+    Settings.tokenizer = li_llm.tokenizer  # exact counts: LlamaIndex packs with the package's own tokenizer
     text, last = li.run(li_llm, texts, question, lambda s: console.out(s, end="", highlight=False))
     console.out("")
     raw = (last.raw or {}) if last is not None else {}

@@ -12,6 +12,14 @@ pytest.importorskip("llamaindex_ryzenai")
 pytestmark = pytest.mark.usefixtures("llamaindex_event_loop")
 
 
+@pytest.fixture(autouse=True)
+def _restore_llamaindex_tokenizer(monkeypatch):
+    """The demo sets LlamaIndex's global tokenizer (as an app should); other tests must not see it."""
+    import llama_index.core
+
+    monkeypatch.setattr(llama_index.core, "global_tokenizer", llama_index.core.global_tokenizer)
+
+
 def test_demo_answers_twice_and_shows_budgets(capsys, tmp_path):
     for i in range(3):
         (tmp_path / f"d{i}.txt").write_text(f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}.")
