@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import FIXTURES, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatTemplateError, InvalidRequestError, ModelPackage
 from ryzenai_core.chat_template import (
