@@ -31,19 +31,19 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._frames import read_frame, write_frame
-from .budget import BudgetPlan, ContextBudget
+from .budget import ContextBudget
 from .chat_template import ChatTemplate
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, WorkerDiedError
 from .hub import resolve_model
-from .messages import ChatMessage, RawPrompt, ToolCall
+from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions
 from .package import ModelPackage
 from .session import Session, SessionKey
-from .streaming import Chunk, Timings, Usage
+from .streaming import Chunk
 
 __all__ = ["Completion", "Engine", "Execution", "aggregate"]
 
@@ -52,23 +52,15 @@ ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
 
 
 @dataclass
-class Completion:
-    """A whole answer: the aggregate of a stream."""
-
-    text: str = ""
-    reasoning: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    usage: Usage | None = None
-    timings: Timings | None = None
-    plan: BudgetPlan | None = None
-    dropped_messages: int = 0
+class Completion(Chunk):
+    """A whole answer: the aggregate of a stream (the fields of a :class:`Chunk`)."""
 
     def add(self, chunk: Chunk) -> None:
         """Fold one chunk in."""
         self.text += chunk.text
         self.reasoning += chunk.reasoning
         self.tool_calls.extend(chunk.tool_calls)
+        self.token_ids.extend(chunk.token_ids)
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan

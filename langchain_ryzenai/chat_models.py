@@ -66,9 +66,9 @@ from ryzenai_core import (
     Chunk,
     Engine,
     GenerationError,
-    GenerationTimeoutError,
     InvalidRequestError,
     ToolCall,
+    WorkerDiedError,
 )
 from ryzenai_core.options import GenerationOptions, validated_options
 from ryzenai_core.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
@@ -398,25 +398,6 @@ def _strict_json(text: str) -> Any:
         ) from exc
 
 
-def _worker_pid(engine: Engine) -> int | None:
-    """The engine's live worker process id (None: inline, or no worker running yet)."""
-    if engine.execution != "process":
-        return None
-    pid = getattr(engine.backend, "pid", None)
-    return pid if isinstance(pid, int) else None
-
-
-def _worker_died(engine: Engine, pid: int | None, exc: GenerationError) -> bool:
-    """Whether ``exc`` came from worker process ``pid``, which served calls before and is now gone.
-
-    Only that is worth a new attempt (on a new worker). Timeouts, runtime errors, constrained
-    output that did not close, and a worker that dies on its first start would fail again.
-    """
-    if isinstance(exc, GenerationTimeoutError) or pid is None:
-        return False
-    return getattr(engine.backend, "pid", None) != pid
-
-
 @dataclass
 class _Call:
     """One prepared generation."""
@@ -709,14 +690,16 @@ class ChatRyzenAI(BaseChatModel):
         """The core stream, started again (up to ``max_retries``) if the worker process died before any output."""
         attempt = 0
         while True:
-            started, pid = False, _worker_pid(call.engine)
+            started = False
             try:
                 for chunk in call.engine.stream(call.messages, call.options, timeout=call.timeout):
                     started = True
                     yield chunk
                 return
             except GenerationError as exc:
-                if started or attempt >= self.max_retries or not _worker_died(call.engine, pid, exc):
+                # Only a worker that died is worth a new attempt (on a new worker): timeouts,
+                # runtime errors and constrained output that did not close would fail again.
+                if started or attempt >= self.max_retries or not isinstance(exc, WorkerDiedError):
                     raise
                 attempt += 1
                 logger.warning("ChatRyzenAI: %s; retrying (%d of %d)", exc, attempt, self.max_retries)
@@ -725,14 +708,16 @@ class ChatRyzenAI(BaseChatModel):
         """Async twin of :meth:`_chunks`."""
         attempt = 0
         while True:
-            started, pid = False, _worker_pid(call.engine)
+            started = False
             try:
                 async for chunk in call.engine.astream(call.messages, call.options, timeout=call.timeout):
                     started = True
                     yield chunk
                 return
             except GenerationError as exc:
-                if started or attempt >= self.max_retries or not _worker_died(call.engine, pid, exc):
+                # Only a worker that died is worth a new attempt (on a new worker): timeouts,
+                # runtime errors and constrained output that did not close would fail again.
+                if started or attempt >= self.max_retries or not isinstance(exc, WorkerDiedError):
                     raise
                 attempt += 1
                 logger.warning("ChatRyzenAI: %s; retrying (%d of %d)", exc, attempt, self.max_retries)

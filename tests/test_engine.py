@@ -59,6 +59,8 @@ def test_streamed_text_equals_decode_of_streamed_ids(engine):
     ids = [i for c in chunks for i in c.token_ids]
     assert len(ids) == 40
     assert "".join(c.text for c in chunks) == engine.decode(ids)
+    whole = engine.generate(MSGS, opts(max_new_tokens=40, kv_reuse=False))
+    assert whole.token_ids == ids and whole.text == engine.decode(ids)
     assert [c.finish_reason for c in chunks][-1] == "length"
     assert all(c.finish_reason is None for c in chunks[:-1])
 
