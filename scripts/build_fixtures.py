@@ -185,6 +185,18 @@ def add_logit_bias(model_dir: Path, ids: list[int], vocab: int) -> None:
     onnx.save(model, str(path))
 
 
+def portable_genai_config(build: Path) -> dict:
+    """The builder's genai_config.json, loadable by onnxruntime-genai 0.14 (Ryzen AI 1.8) too.
+
+    Newer builders write model keys 0.14 refuses (``bor_token_id``, ``bot_token_id``, ...): drop them.
+    """
+    gcfg = json.loads((build / "genai_config.json").read_text(encoding="utf-8"))
+    known = {"bos_token_id", "context_length", "decoder", "eos_token_id", "pad_token_id", "type", "vocab_size"}
+    for key in set(gcfg["model"]) - known:
+        gcfg["model"].pop(key)
+    return gcfg
+
+
 def build_model(
     fam: Family,
     out: Path,
@@ -262,12 +274,7 @@ def build_model(
         out.mkdir(parents=True)
         for name in ("model.onnx", "model.onnx.data", "tokenizer.json"):
             shutil.copy2(build / name, out / name)
-        gcfg = json.loads((build / "genai_config.json").read_text(encoding="utf-8"))
-        # Keep the config loadable by onnxruntime-genai 0.14 (Ryzen AI 1.8): drop keys it
-        # does not know, which newer builders write for some families.
-        known = {"bos_token_id", "context_length", "decoder", "eos_token_id", "pad_token_id", "type", "vocab_size"}
-        for key in set(gcfg["model"]) - known:
-            gcfg["model"].pop(key)
+        gcfg = portable_genai_config(build)
         gcfg["model"]["eos_token_id"] = [ids[t] for t in fam.eos_ids]
         gcfg["model"]["pad_token_id"] = ids[fam.pad]
         if fam.bos:

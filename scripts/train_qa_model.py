@@ -496,7 +496,7 @@ def export(args) -> None:
     import numpy as np  # noqa: F401
     import torch
     import transformers
-    from build_fixtures import add_logit_bias, invalid_utf8_ids
+    from build_fixtures import add_logit_bias, invalid_utf8_ids, portable_genai_config
 
     out: Path = args.out
     enc = Encoder(out / "tokenizer.json")
@@ -536,10 +536,7 @@ def export(args) -> None:
         dest.mkdir(parents=True)
         for name in ("model.onnx", "model.onnx.data", "tokenizer.json"):
             shutil.copy2(build / name, dest / name)
-        gcfg = json.loads((build / "genai_config.json").read_text(encoding="utf-8"))
-        known = {"bos_token_id", "context_length", "decoder", "eos_token_id", "pad_token_id", "type", "vocab_size"}
-        for key in set(gcfg["model"]) - known:
-            gcfg["model"].pop(key)
+        gcfg = portable_genai_config(build)
         gcfg["model"]["eos_token_id"] = [enc.ids[t] for t in ("<|end_of_text|>", "<|eom_id|>", "<|eot_id|>")]
         gcfg["model"]["pad_token_id"] = enc.pad
         gcfg["model"]["bos_token_id"] = enc.ids["<|begin_of_text|>"]
