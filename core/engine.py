@@ -201,6 +201,8 @@ class _WorkerBackend:
                 msg = None
             if msg is None:
                 break
+            if msg[0] == "delta":  # the compact frame of a text-only chunk (see worker.py)
+                msg = ("chunk", msg[1], Chunk(text=msg[2], token_ids=msg[3]))
             handler = self._handlers.get(msg[1])
             if handler is not None:
                 handler(msg)

@@ -6,8 +6,11 @@ stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this 
 
     caller -> worker   ("init", key) | ("stream", id, messages, options) | ("call", id, method, args)
                        | ("cancel", id)
-    worker -> caller   ("ready",) | ("chunk", id, Chunk) | ("end", id) | ("result", id, value)
-                       | ("error", id, exception)
+    worker -> caller   ("ready",) | ("chunk", id, Chunk) | ("delta", id, text, token_ids)
+                       | ("end", id) | ("result", id, value) | ("error", id, exception)
+
+A chunk that carries only text and token ids (every token but the last) travels as a
+"delta" tuple: a tuple pickles in a fraction of the time a dataclass does.
 
 Generations run one at a time, in arrival order, on one thread; calls (render, count
 tokens, encode, decode) on another, so counting tokens does not wait for a long answer.
@@ -26,6 +29,7 @@ import threading
 from typing import Any
 
 from ._frames import read_frame, write_frame
+from .streaming import Chunk
 
 __all__ = ["main"]
 
@@ -39,6 +43,13 @@ def _portable(exc: BaseException) -> BaseException:
         return exc
     except Exception:  # noqa: BLE001
         return GenerationError(f"{type(exc).__name__}: {exc}")
+
+
+def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
+    """The frame for one chunk: a bare delta when nothing but text and token ids is set."""
+    if chunk == Chunk(text=chunk.text, token_ids=chunk.token_ids):  # every other field at its default
+        return ("delta", rid, chunk.text, chunk.token_ids)
+    return ("chunk", rid, chunk)
 
 
 def main() -> None:
@@ -83,7 +94,7 @@ def main() -> None:
                 if session is None:
                     raise session_error or RuntimeError("model session unavailable")
                 for chunk in session.stream(messages, options, cancel):
-                    send(("chunk", rid, chunk))
+                    send(_wire(rid, chunk))
                 send(("end", rid))
             except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
                 send(("error", rid, _portable(exc)))
