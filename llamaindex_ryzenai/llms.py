@@ -15,11 +15,14 @@ Data flow of every call::
 
 ``metadata.context_window`` is what LlamaIndex's PromptHelper must see so that what it packs,
 counted with ``Settings.tokenizer``, fits the package's real prompt limit: see
-:meth:`RyzenAILLM.metadata`.
+:meth:`RyzenAILLM.metadata`. When the application never set ``Settings.tokenizer``, the first
+``metadata`` read sets it to the package's tokenizer (``use_package_tokenizer``), so counts
+are exact. "Never set" includes the tiktoken default LlamaIndex installs by itself.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -30,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import llama_index.core
+from llama_index.core import Settings
 from llama_index.core.base.llms.generic_utils import messages_to_prompt as generic_messages_to_prompt
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -150,6 +154,20 @@ def _tokenizer_owner(tokenizer: Any) -> Any:
     return tokenizer if isinstance(tokenizer, PackageTokenizer) else getattr(tokenizer, "__self__", tokenizer)
 
 
+def _is_default_tokenizer(tokenizer: Any) -> bool:
+    """True when nobody chose LlamaIndex's tokenizer.
+
+    That is: unset, or the tiktoken default that ``llama_index.core.utils.get_tokenizer``
+    installs on first use (cl100k_base, ``allowed_special="all"``).
+    """
+    if tokenizer is None:
+        return True
+    if not isinstance(tokenizer, functools.partial) or tokenizer.keywords != {"allowed_special": "all"}:
+        return False
+    encoding = getattr(tokenizer.func, "__self__", None)
+    return type(encoding).__module__.startswith("tiktoken") and getattr(encoding, "name", None) == "cl100k_base"
+
+
 _RATIOS: dict[tuple[str, int], tuple[Any, float]] = {}
 _RATIOS_LOCK = threading.Lock()
 
@@ -209,6 +227,15 @@ class RyzenAILLM(FunctionCallingLLM):
         None,
         gt=0.0,
         description="Package tokens per Settings.tokenizer token for context_window; None = measured.",
+    )
+    use_package_tokenizer: bool = Field(
+        True,
+        description=(
+            "When Settings.tokenizer was never set (None, or LlamaIndex's own tiktoken default), make it this "
+            "package's tokenizer on the first metadata read "
+            "(exact counts); a tokenizer the application set is never replaced. False: keep LlamaIndex's default "
+            "(tiktoken) and scale context_window by the measured token ratio."
+        ),
     )
 
     _engine: Engine | None = PrivateAttr(default=None)
@@ -284,8 +311,13 @@ class RyzenAILLM(FunctionCallingLLM):
           by ``tokenizer_ratio``, or by the largest package/LlamaIndex token ratio measured on
           prose, code, JSON and several languages, times 1.1.
 
+        When ``Settings.tokenizer`` was never set (None, or the tiktoken default LlamaIndex
+        installs on first use) and ``use_package_tokenizer`` is on (the default), the first read
+        sets it to ``llm.tokenizer``: the first case.
+
         The first access loads the model's tokenizer (the model, for a worker process).
         """
+        self._adopt_tokenizer()
         n = self._num_output()
         room = max(0, math.floor(self._prompt_room(n) / self._ratio()))
         if room < SMALL_ROOM and not self._warned:
@@ -306,6 +338,24 @@ class RyzenAILLM(FunctionCallingLLM):
             model_name=self.engine.package.name,
             system_role=MessageRole.SYSTEM,
         )
+
+    def _adopt_tokenizer(self) -> None:
+        """``Settings.tokenizer = self.tokenizer`` when the application has not chosen one."""
+        if (
+            not self.use_package_tokenizer
+            or self.tokenizer_ratio is not None  # the caller asked for scaling
+            or not _is_default_tokenizer(llama_index.core.global_tokenizer)
+        ):
+            return
+        tokenizer = self.tokenizer
+        with _RATIOS_LOCK:  # two LLMs racing: the first one wins, the other measures against it
+            if _is_default_tokenizer(llama_index.core.global_tokenizer):
+                Settings.tokenizer = tokenizer
+                logger.info(
+                    "Settings.tokenizer was not set: LlamaIndex now counts with the tokenizer of %s "
+                    "(use_package_tokenizer=False keeps tiktoken)",
+                    self.engine.package.name,
+                )
 
     def _prompt_room(self, num_output: int) -> int:
         """Package tokens left for what PromptHelper counts: the limit minus the template's own tokens."""

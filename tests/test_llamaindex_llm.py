@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 from conftest import REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from llamaindex_ryzenai import BucketPackingPostprocessor, PackageTokenizer, RyzenAILLM
 from llamaindex_ryzenai._convert import to_core_message, to_core_messages
+from llamaindex_ryzenai.llms import _is_default_tokenizer, _tokenizer_owner
 from ryzenai_core import Engine, InvalidRequestError, ModelNotFoundError
 
 USER = [ChatMessage(role="system", content="You are terse."), ChatMessage(role="user", content="Name a colour.")]
@@ -77,12 +78,17 @@ def recorder():
 
 @pytest.fixture(scope="module")
 def qwen():
-    return RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, temperature=0, execution="process")
+    # these fixtures keep LlamaIndex's default tokenizer (the scaled context_window is under test)
+    return RyzenAILLM(
+        model=str(TINY_QWEN3), max_new_tokens=12, temperature=0, execution="process", use_package_tokenizer=False
+    )
 
 
 @pytest.fixture(scope="module")
 def llama():
-    return RyzenAILLM(model=str(TINY_LLAMA), max_new_tokens=12, temperature=0, execution="process")
+    return RyzenAILLM(
+        model=str(TINY_LLAMA), max_new_tokens=12, temperature=0, execution="process", use_package_tokenizer=False
+    )
 
 
 def multiply(a: int, b: int) -> int:
@@ -154,6 +160,46 @@ def test_context_window_follows_the_release_prompt_limit():
     scaffold = old.count_tokens([ChatMessage(role="system", content=""), ChatMessage(role="user", content="")])
     assert old.metadata.context_window == 64 + 2048 - scaffold
     assert new.metadata.context_window == 64 + 4096 - 64 - scaffold
+
+
+def test_an_unset_tokenizer_becomes_the_packages(qwen):
+    """Settings.tokenizer never set: the first metadata read makes LlamaIndex count exactly."""
+    llm = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12)
+    scaled = qwen.metadata.context_window  # use_package_tokenizer=False: tiktoken stays, the window is scaled
+    assert _is_default_tokenizer(llama_index.core.global_tokenizer)  # LlamaIndex installed its tiktoken default
+    m = llm.metadata
+    assert _tokenizer_owner(llama_index.core.global_tokenizer) is llm.tokenizer
+    budget = llm.budget
+    assert m.context_window == 12 + min(budget.max_prompt_tokens, budget.window - 12) - llm._scaffold_tokens()
+    assert m.context_window > scaled
+    assert qwen.metadata.context_window == m.context_window  # the global now counts in qwen's tokens too
+
+
+def test_only_llamaindex_own_default_counts_as_unset():
+    from llama_index.core.utils import get_tokenizer
+
+    assert _is_default_tokenizer(None) and _is_default_tokenizer(get_tokenizer())
+    assert not _is_default_tokenizer(get_tokenizer().func)  # a tiktoken encode set by hand
+    assert not _is_default_tokenizer(str.split)
+
+
+def test_a_tokenizer_the_application_set_is_kept():
+    def words(text: str) -> list[str]:
+        return text.split()
+
+    Settings.tokenizer = words
+    llm = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12)
+    assert llm.metadata.context_window < llm.budget.window
+    assert llama_index.core.global_tokenizer is words
+
+
+def test_use_package_tokenizer_false_and_a_ratio_leave_the_default_alone():
+    for llm in (
+        RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, use_package_tokenizer=False),
+        RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, tokenizer_ratio=2.0),
+    ):
+        assert llm.metadata.context_window < llm.budget.window
+        assert _is_default_tokenizer(llama_index.core.global_tokenizer)
 
 
 def test_tokenizer_ratio_overrides_the_measurement(qwen):

@@ -25,7 +25,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode
 
 from conftest import REPLICAS, TINY_LLAMA
-from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAILLM
+from llamaindex_ryzenai import BucketPackingPostprocessor, PackageTokenizer, RyzenAILLM
 from llamaindex_ryzenai.postprocessor import REPORT_KEY
 from ryzenai_core import ContextWindowExceededError
 
@@ -120,7 +120,10 @@ def calls():
 
 @pytest.fixture(scope="module")
 def llama():
-    return RyzenAILLM(model=str(TINY_LLAMA), max_new_tokens=16, temperature=0, execution="process")
+    # the module's fixtures keep LlamaIndex's default tokenizer unless a test sets the package's
+    return RyzenAILLM(
+        model=str(TINY_LLAMA), max_new_tokens=16, temperature=0, execution="process", use_package_tokenizer=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +134,17 @@ def small(tmp_path_factory):
     cfg = json.loads((folder / "genai_config.json").read_text())
     cfg["search"]["max_length"] = 1024
     (folder / "genai_config.json").write_text(json.dumps(cfg))
-    return RyzenAILLM(model=str(folder), max_new_tokens=16, temperature=0, execution="process")
+    return RyzenAILLM(
+        model=str(folder), max_new_tokens=16, temperature=0, execution="process", use_package_tokenizer=False
+    )
 
 
 @pytest.fixture(scope="module")
 def qwen_npu():
-    return RyzenAILLM(model=str(QWEN_NPU), provider="cpu", max_new_tokens=1, temperature=0, execution="process")
+    return RyzenAILLM(
+        model=str(QWEN_NPU), provider="cpu", max_new_tokens=1, temperature=0, execution="process",
+        use_package_tokenizer=False,
+    )
 
 
 def assert_every_call_fits(llm, calls, at_least=1):
@@ -359,3 +367,13 @@ def test_the_llama_npu_replica_answers_within_its_release_limit(calls):
     engine.query("What does the NPU pad?")
     assert_every_call_fits(llm, calls, at_least=2)
     assert all(r["budget"]["prefill_bucket"] in llm.budget.prefill_buckets for r in calls.raws)
+
+
+@pytest.mark.parametrize("mode", ["compact", "refine"])
+def test_default_settings_count_with_the_package_tokenizer(calls, mode):
+    """No Settings.tokenizer, default RyzenAILLM: LlamaIndex ends up counting exactly and every call fits."""
+    llm = RyzenAILLM(model=str(TINY_LLAMA), max_new_tokens=16, temperature=0)
+    engine = SummaryIndex.from_documents(DOCS).as_query_engine(llm=llm, response_mode=mode)
+    engine.query("Which prefill bucket does a prompt of one thousand tokens cost?")
+    assert isinstance(llama_index.core.global_tokenizer.__self__, PackageTokenizer)
+    assert_every_call_fits(llm, calls, at_least=2)
