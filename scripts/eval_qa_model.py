@@ -62,7 +62,7 @@ def run_cell(engine, exs, max_new_tokens: int):
     for ex in exs:
         msgs = [ChatMessage(r, c) for r, c in ex["messages"]]
         out = engine.generate(msgs, opts).text
-        good = out == ex["answer"]
+        good = out.strip() == ex["answer"]  # the model answers " " + span
         ok += good
         shape = _shape(ex["messages"])
         by_shape[shape][0] += good
@@ -118,7 +118,7 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
         for ex in exs:
             ctx = "\n\n".join(d.text for d in ex["docs"])
             q = _question(ex["messages"])
-            out = chain.invoke({"context": ctx, "question": q})
+            out = chain.invoke({"context": ctx, "question": q}).strip()
             ok += out == ex["answer"]
             if out != ex["answer"] and len(fails) < 5:
                 fails.append({"question": q, "expected": ex["answer"], "got": out})
@@ -147,13 +147,54 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
             nodes = [NodeWithScore(node=TextNode(text=d.text, metadata={"file_path": f"/docs/{d.slug}.txt"}), score=1.0)
                      for d in ex["docs"]]
             q = _question(ex["messages"])
-            out = str(synth.synthesize(q, nodes=nodes))
+            out = str(synth.synthesize(q, nodes=nodes)).strip()
             ok += out == ex["answer"]
             if out != ex["answer"] and len(fails) < 5:
                 fails.append({"question": q, "expected": ex["answer"], "got": out})
         res["llamaindex"] = {"correct": ok, "n": len(exs), "accuracy": ok / len(exs), "failures": fails}
     except Exception as exc:  # noqa: BLE001
         res["llamaindex"] = {"skipped": f"{type(exc).__name__}: {exc}"}
+    return res
+
+
+INDEPENDENT = Path(__file__).parent / "qa_independent.json"
+
+
+def independent_cell(model: Path, max_new_tokens: int) -> dict:
+    """The hand-written set (``qa_independent.json``: its own names, sentences and wordings)
+    through a LangChain RAG chain and a LlamaIndex query engine, both with default settings."""
+    items = json.loads(INDEPENDENT.read_text(encoding="utf-8"))["items"]
+    res: dict = {"n": len(items)}
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+
+    from langchain_ryzenai import ChatRyzenAI  # type: ignore[attr-defined]
+
+    chain = ChatPromptTemplate.from_messages(
+        [
+            ("system", "Answer the question using only the context below. If the answer is not in the "
+                       "context, say you don't know."),
+            ("human", "Context: {context}\n\nQuestion: {question}"),
+        ]
+    ) | ChatRyzenAI(model=str(model), temperature=0, max_tokens=max_new_tokens) | StrOutputParser()
+    from llama_index.core import Document, SummaryIndex
+
+    from llamaindex_ryzenai import RyzenAILLM  # type: ignore[attr-defined]
+
+    llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens)
+    for face in ("langchain", "llamaindex"):
+        ok, fails = 0, []
+        for item in items:
+            if face == "langchain":
+                out = chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]})
+            else:
+                index = SummaryIndex.from_documents([Document(text=d) for d in item["documents"]])
+                out = str(index.as_query_engine(llm=llm, response_mode="compact").query(item["question"]))
+            good = out.strip() == item["answer"]
+            ok += good
+            if not good:
+                fails.append({"question": item["question"], "expected": item["answer"], "got": out.strip()})
+        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
     return res
 
 
@@ -193,6 +234,9 @@ def main() -> None:
         result["adapters"] = adapters_cell(args.model, args.adapter_n, args.max_new_tokens)
         print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "failures"} if isinstance(v, dict) else v)
                           for k, v in result["adapters"].items()}))
+    if args.adapter_n:
+        result["independent"] = independent_cell(args.model, args.max_new_tokens)
+        print("independent set:", {k: v["accuracy"] for k, v in result["independent"].items() if k != "n"})
     out = args.out or args.model / "eval.json"
     if out.exists():
         old = json.loads(out.read_text(encoding="utf-8"))

@@ -111,6 +111,7 @@ class Relation:
     facts: list[str]
     train_q: list[str]
     reworded_q: list[str]
+    kind: str = ""  # answer kind for the generated relations (year, person, place, number, word, ...)
 
 
 # {S} = subject as it appears mid-sentence ("the Zorbl Institute" / "Mira Tenholt"),
@@ -203,6 +204,93 @@ RELATIONS = [
 RELATIONS[0].reworded_q[3] = "In which year did {S} get started?"
 REL = {r.name: r for r in RELATIONS}
 
+# Things other than labs: "the Zorblax reactor", "the bridge of Quenmar". Their facts come from
+# generated relations (a verb or an attribute each), so the model learns to match the question's
+# words against the document instead of a dozen fixed phrasings.
+OBJECT_KINDS = [
+    "reactor", "bridge", "ship", "telescope", "festival", "museum", "library", "satellite", "engine", "tower",
+    "garden", "orchestra", "robot", "canal", "dam", "theatre", "lighthouse", "railway", "mine", "vaccine",
+    "painting", "statue", "school", "hospital", "market", "castle", "airport", "stadium", "river", "island",
+]
+# (participle, past tense) of verbs a thing undergoes
+VERBS = [
+    ("built", "built"), ("designed", "designed"), ("commissioned", "commissioned"), ("discovered", "discovered"),
+    ("launched", "launched"), ("restored", "restored"), ("funded", "funded"), ("invented", "invented"),
+    ("repaired", "repaired"), ("renovated", "renovated"), ("inspected", "inspected"), ("planned", "planned"),
+    ("photographed", "photographed"), ("bought", "bought"), ("sold", "sold"), ("painted", "painted"),
+    ("rebuilt", "rebuilt"), ("mapped", "mapped"), ("named", "named"), ("opened", "opened"),
+]
+# attribute name -> answer kind
+ATTRIBUTES = {
+    "motto": "word", "nickname": "word", "mascot": "word", "code name": "word", "main colour": "color",
+    "official language": "word", "currency": "word", "owner": "person", "architect": "person",
+    "captain": "person", "curator": "person", "home port": "place", "capital": "place", "closest town": "place",
+}
+# measurement -> (unit, question)
+MEASURES = {
+    "long": ("meters", "How long is {S}?"), "tall": ("meters", "How tall is {S}?"),
+    "wide": ("meters", "How wide is {S}?"), "heavy": ("tons", "How heavy is {S}?"),
+    "old": ("years", "How old is {S}?"), "deep": ("meters", "How deep is {S}?"),
+}
+
+
+def _generated_relations() -> list[Relation]:
+    out: list[Relation] = []
+    for part, past in VERBS:
+        out.append(Relation(
+            f"when_{part}", "object",
+            [f"{{Sc}} was {part} in {{A}}.", f"In {{A}}, {{S}} was {part}.", f"{{Sc}}, {part} in {{A}}, is still in use."],
+            [f"When was {{S}} {part}?", f"In which year was {{S}} {part}?", f"In what year was {{S}} {part}?"],
+            [f"What year was {{S}} {part}?", f"{{Sc}} was {part} in which year?", f"Tell me the year {{S}} was {part}."],
+            kind="year",
+        ))
+        out.append(Relation(
+            f"who_{part}", "object",
+            [f"{{Sc}} was {part} by {{A}}.", f"{{A}} {past} {{S}}.", f"In the end, {{A}} {past} {{S}}."],
+            [f"Who {past} {{S}}?", f"By whom was {{S}} {part}?", f"Which person {past} {{S}}?"],
+            [f"{{Sc}} was {part} by whom?", f"Who was {{S}} {part} by?", f"Name the person who {past} {{S}}."],
+            kind="person",
+        ))
+        out.append(Relation(
+            f"where_{part}", "object",
+            [f"{{Sc}} was {part} in {{A}}.", f"{{Sc}} was {part} in the town of {{A}}."],
+            [f"Where was {{S}} {part}?", f"In which town was {{S}} {part}?", f"In which city was {{S}} {part}?"],
+            [f"{{Sc}} was {part} where?", f"Which town was {{S}} {part} in?", f"Name the place where {{S}} was {part}."],
+            kind="place",
+        ))
+    for attr, kind in ATTRIBUTES.items():
+        out.append(Relation(
+            f"attr_{attr}", "object",
+            [f"The {attr} of {{S}} is {{A}}.", f"{{Sc}} has {{A}} as its {attr}.", f"{{A}} is the {attr} of {{S}}."],
+            [f"What is the {attr} of {{S}}?", f"Who is the {attr} of {{S}}?" if kind == "person" else
+             f"Which {attr} does {{S}} have?"],
+            [f"Tell me the {attr} of {{S}}.", f"{{Sc}} has which {attr}?", f"What {attr} does {{S}} have?"],
+            kind=kind,
+        ))
+    for adj, (unit, q) in MEASURES.items():
+        out.append(Relation(
+            f"measure_{adj}", "object",
+            [f"{{Sc}} is {{A}} {adj}.", f"{{Sc}} measures {{A}} {adj}." if adj != "old" else "{Sc} is {A} old."],
+            [q, q.replace("How", "Exactly how")],
+            [q.replace("How " + adj + " is {S}?", "What is the " + {"long": "length", "tall": "height", "wide": "width",
+                                                                      "heavy": "weight", "old": "age",
+                                                                      "deep": "depth"}[adj] + " of {S}?")],
+            kind="measure:" + unit,
+        ))
+    for count in ["rooms", "floors", "members", "windows", "engines", "towers", "gates", "bells", "cars", "seats"]:
+        out.append(Relation(
+            f"count_{count}", "object",
+            [f"{{Sc}} has {{A}} {count}.", f"There are {{A}} {count} in {{S}}."],
+            [f"How many {count} does {{S}} have?", f"How many {count} are there in {{S}}?"],
+            [f"What is the number of {count} in {{S}}?", f"Count the {count} of {{S}}: how many?"],
+            kind="number",
+        ))
+    return out
+
+
+GENERATED = _generated_relations()
+REL.update({r.name: r for r in GENERATED})
+
 FILLERS = [
     "{Sc} is known for its quiet campus.", "Visitors often praise the library of {S}.",
     "{Sc} publishes a yearly report.", "Many students apply to {S} every spring.",
@@ -213,6 +301,21 @@ FILLERS = [
 
 def _answer(rel: str, names: Names) -> str:
     r = names.rng
+    kind = REL[rel].kind
+    if kind:
+        if kind == "year":
+            return str(r.randint(1700, 2030))
+        if kind == "person":
+            return names.person()
+        if kind == "place":
+            return names.place()
+        if kind == "number":
+            return str(r.choice([r.randint(2, 99), r.randint(100, 9999)]))
+        if kind == "color":
+            return r.choice(COLORS)
+        if kind.startswith("measure:"):
+            return f"{r.randint(2, 950)} {kind.split(':', 1)[1]}"
+        return names.word(1, 3)
     if rel in ("founded_year", "birth_year"):
         return str(r.randint(1820, 2024))
     if rel in ("founder", "director"):
@@ -251,9 +354,41 @@ def _cap(s: str) -> str:
     return s[0].upper() + s[1:]
 
 
-def make_doc(names: Names, used: set[str]) -> Doc:
-    """One document about a made-up entity (and its people): 2-6 facts plus filler."""
+def make_object_doc(names: Names, used: set[str]) -> Doc:
+    """One document about a made-up thing ("the Zorblax reactor") with 1-4 generated facts."""
     r = names.rng
+    while True:
+        name, kind = names.word(2, 3), r.choice(OBJECT_KINDS)
+        title = f"{name} {kind}" if r.random() < 0.7 else f"{kind} of {name}"
+        if title not in used:
+            used.add(title)
+            break
+    subj = "the " + title
+    sentences: list[str] = []
+    facts: list[Fact] = []
+    seen_text: set[str] = set()
+    for rel in r.sample(GENERATED, r.choice([1, 2, 2, 3, 3, 4])):
+        ans = _answer(rel.name, names)
+        fact_text = rel.facts[0].split("{A}")[0]  # one "was built in" per document: no ambiguity
+        if ans in used or fact_text in seen_text or (rel.kind in ("year", "place") and
+                                                      any(f.rel.split("_", 1)[-1] == rel.name.split("_", 1)[-1]
+                                                          for f in facts)):
+            continue
+        used.add(ans)
+        seen_text.add(fact_text)
+        sentences.append(r.choice(rel.facts).format(S=subj, Sc=_cap(subj), A=ans))
+        facts.append(Fact(rel.name, subj, ans))
+    if not facts:
+        return make_object_doc(names, used)
+    return Doc(title=_cap(title), text=" ".join(sentences), facts=facts, slug=title.lower().replace(" ", "_"))
+
+
+def make_doc(names: Names, used: set[str]) -> Doc:
+    """One document about a made-up entity (and its people): 2-6 facts plus filler; 45% of the
+    documents are about a made-up thing instead (``make_object_doc``)."""
+    r = names.rng
+    if r.random() < 0.45:
+        return make_object_doc(names, used)
     while True:
         ent = names.entity()
         if ent not in used:

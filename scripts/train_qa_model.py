@@ -5,19 +5,21 @@ answer to a question out of several short documents of made-up facts (``qa_synth
 real Llama 3.2 chat template rendered exactly as the plugin renders it
 (``ryzenai_core.chat_template.ChatTemplate``), in the prompt shapes LlamaIndex and LangChain
 send. Recipe (after ../shared/TINY_QA_NOTES.md): copy-task warm-up (80% of examples at the
-start, 20% by 30% of the run; 40% while the model's training exact match is under 0.2),
-curriculum 2 -> 10 documents (by 70% of the run, but never ahead of the recent training exact
-match), loss = answer tokens + 0.3 x LM loss on the rest, AdamW 3e-3 with 100 warm-up steps
-and a cosine to 10% scheduled by wall clock (or by ``--steps``), batches of ~4000 tokens
-(``--batch-tokens``; ~24 short or ~8 long conversations) in length-sorted micro-batches,
-fresh samples every step; 70% of conversations have 1-4 follow-up questions.
+start, 20% by 30% of the run), curriculum 2 -> 10 documents (by 70% of the run, but never
+ahead of the recent training exact match), loss = answer tokens + 0.3 x LM loss on the rest,
+AdamW 3e-3 with 100 warm-up steps and a cosine to 10% scheduled by wall clock (or by
+``--steps``), batches of 24 conversations (12 above 5 documents; ``--batch``) in
+length-sorted micro-batches, fresh samples every step; 60% of conversations have 1-3
+follow-up questions. The first 20% of the run uses the shorter prompt shapes only. From half
+the run, 8% of the conversations are BOS canaries: the prompt starts with a doubled
+``<|begin_of_text|>`` or none, and the answer is empty, so a plugin that doubles or drops the
+BOS gets visibly wrong answers (``bos_canary``).
 
-The answer follows the assistant header directly (no leading space) and ends with
-``<|eot_id|>``, so the plugin's output equals the span. The tokenizer is a byte-level BPE
-(vocab 1024 with the 8 Llama-3 special tokens) whose merges never include whitespace: a name
-has the same tokens after a space in the context and at the start of the answer, and a prompt
-encoded in pieces equals the prompt encoded whole. The date line of the system header is
-random in training, so any ``date_string`` (the plugin renders today's date) works.
+The tokenizer is a Llama-3 style byte-level BPE (vocab 1024 with the 8 Llama-3 special
+tokens, trained on the synthetic corpus). The answer is trained as " " + span and ends with
+``<|eot_id|>``: a name then has the same tokens in the answer as after a space in the
+documents (callers strip the leading space). The date line of the system header is random in
+training, so any ``date_string`` (the plugin renders today's date) works.
 
 Needs the ``train`` extra (torch, transformers, tokenizers, onnx_ir, onnx, numpy) plus the
 repo itself (``pip install -e .``). Tests and CI never need it: the outputs are committed.
@@ -101,14 +103,16 @@ def conversation_pieces(tmpl, msgs: list[tuple[str, str]], answers: list[str], d
             assert rest.startswith("<|eot_id|>"), rest[:40]
             rest = rest[len("<|eot_id|>"):]
         pieces.append((rest, False))
-        pieces.append((answers[k], True))
+        # Trained as " " + span (same tokens as in the document; callers strip). The template trims
+        # an earlier answer when it renders the history, so the next prefix is matched against that.
+        pieces.append((" " + answers[k], True))
         done = p + answers[k]
     return pieces
 
 
 # ----------------------------------------------------------------------------- tokenizer
 def train_tokenizer(out_dir: Path, seed: int) -> None:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     rng = random.Random(seed + 7)
     tmpl = chat_template()
@@ -123,13 +127,11 @@ def train_tokenizer(out_dir: Path, seed: int) -> None:
         msgs, answers, _ = qa_synth.make_qa(rng, 2, wording="reworded")
         texts.append(msgs[-1][1][-200:] + answers[-1])
     tok = Tokenizer(models.BPE())
-    # Training: every whitespace char is its own pre-token, so no merge contains whitespace.
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(r"\s"), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
+    # Llama-3 style byte-level BPE: a word carries its leading space ("Ġname"), so every word of a
+    # copied span is a distinctive token and the answer (" " + span) has the same tokens as the
+    # span in the document. (Isolating whitespace instead makes every other token a bare space,
+    # which a copying head cannot key on: two runs never left the loss plateau that way.)
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB,
@@ -138,9 +140,6 @@ def train_tokenizer(out_dir: Path, seed: int) -> None:
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer)
-    # Shipped: the plain Llama-3 style ByteLevel pre-tokenizer (what onnxruntime-genai supports);
-    # it tokenizes identically because no merge involves whitespace.
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.save(str(out_dir / "tokenizer.json"))
 
 
@@ -186,24 +185,52 @@ def copy_share(frac: float) -> float:
     return 0.8 - 0.6 * frac / 0.3
 
 
-def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, token_budget: int, em: float = 1.0):
-    """Examples (ids, answer mask) until ``token_budget`` tokens; one document count per batch."""
+SHORT_SHAPES = ["plain_ctx_first", "plain_q_first", "plain_numbered", "lc_system", "lc_system_ctx", "li_text",
+                "lc_rlm"]
+
+
+CANARY_FROM = 0.5
+CANARY_SHARE = 0.08
+
+
+def bos_canary(enc: Encoder, tmpl, rng: random.Random, n_docs: int, date: str) -> tuple[list[int], list[int]]:
+    """A BOS bug made visible: the prompt starts with two <|begin_of_text|> or none, and the
+    answer is empty (<|eot_id|> at once). The model is a test instrument: a plugin that doubles
+    or drops the BOS must get visibly wrong answers, not the right ones by luck of robustness."""
+    msgs, answers, _ = qa_synth.make_qa(rng, n_docs)
+    pieces = conversation_pieces(tmpl, msgs, answers, date)
+    pieces[-1] = ("", True)
+    ids, mask = enc.example(pieces)
+    bos = enc.ids["<|begin_of_text|>"]
+    assert ids[0] == bos and ids[1] != bos
+    if rng.random() < 0.5:
+        return [bos] + ids, [0] + mask
+    return ids[1:], mask[1:]
+
+
+def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, em: float = 1.0):
+    """``batch`` examples (ids, answer mask), half as many above 5 documents; one document count
+    per batch. The first 20% of the run uses the shorter prompt shapes only (faster steps while
+    the copying is learned); then every shape, LlamaIndex's long system prompt included."""
     n_docs = schedule_docs(frac, rng, em)
-    share = max(copy_share(frac), 0.4 if em < 0.2 else 0.0)
+    share = copy_share(frac)
+    n = batch if n_docs <= 5 else batch // 2
     rows = []
-    total = 0
-    while total < token_budget:
+    while len(rows) < n:
         date = qa_synth.random_date(rng)
         if rng.random() < share:
             msgs, answers = qa_synth.make_copy(rng)
+        elif frac >= CANARY_FROM and rng.random() < CANARY_SHARE:
+            rows.append(bos_canary(enc, tmpl, rng, n_docs, date))
+            continue
         else:
-            fu = rng.randint(1, 4) if rng.random() < 0.7 else 0
-            msgs, answers, _ = qa_synth.make_qa(rng, n_docs, followups=fu)
+            fu = rng.randint(1, 3) if rng.random() < 0.6 else 0
+            shape = rng.choice(SHORT_SHAPES) if frac < 0.2 else None
+            msgs, answers, _ = qa_synth.make_qa(rng, n_docs, shape=shape, followups=fu)
         ids, mask = enc.example(conversation_pieces(tmpl, msgs, answers, date))
         if len(ids) > MAX_TRAIN_LEN:
             continue
         rows.append((ids, mask))
-        total += len(ids)
     return rows, n_docs
 
 
@@ -368,7 +395,7 @@ def train(args) -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         rng = random.Random(args.seed * 1_000_003 + step)
-        rows, n_docs = make_batch(enc, tmpl, rng, frac, args.batch_tokens, state.get("em", 0.0))
+        rows, n_docs = make_batch(enc, tmpl, rng, frac, args.batch, state.get("em", 0.0))
         n_ans = sum(sum(mk) for _, mk in rows)
         n_lm = sum(len(ids) - 1 for ids, _ in rows) - n_ans
         opt.zero_grad(set_to_none=True)
@@ -446,13 +473,15 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
 
 ## How it was made
 - `python scripts/train_qa_model.py --seed {seed} --minutes {minutes}` (synthetic data:
-  `scripts/qa_synth.py`), {steps} steps in {train_min:.1f} min of wall clock on 2 shared CPU
-  cores, then exported with `onnxruntime_genai.models.builder -p int4 -e cpu`; the weights
-  of step {best_step} (best held-out validation).
+  `scripts/qa_synth.py`), {steps} steps on 2 CPU cores, then exported with
+  `onnxruntime_genai.models.builder -p int4 -e cpu`: the weights of step {best_step}
+  ({train_min:.1f} min, best held-out validation).
 - Data, sampled fresh every step: 2-10 short documents of made-up facts about made-up labs,
-  institutes and people (names from syllables or random letters, so nothing can be memorised)
-  plus distractor documents; a question about one fact; the answer copied verbatim then
-  `<|eot_id|>`; 70% of conversations have 1-4 follow-up questions. Prompts are rendered with
+  institutes and people, and about made-up things ("the Zorblax reactor", "the railway of
+  Quenmar": 30 kinds, facts from 20 verbs x when/who/where, 14 attributes, 6 measures and 10
+  counts) (names from syllables or random letters, so nothing can be memorised), the other
+  documents acting as distractors; a question about one fact; the answer copied verbatim then
+  `<|eot_id|>`; 60% of conversations have 1-3 follow-up questions. Prompts are rendered with
   the real Llama 3.2 template (`chat_template.jinja`, identical to
   `core/templates/llama-3.2-instruct.jinja`) through the plugin's own renderer, in the shapes
   the frameworks send: LlamaIndex's chat text-QA template (its system prompt + "Context
@@ -461,21 +490,27 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
   using only the context..." + "Context: ...\\n\\nQuestion: ..."; a few plain shapes.
 - The system header's `Today Date:` line was random in training (any date between 2023 and
   2031), so the date the plugin renders (today's) does not matter.
-- Recipe: copy-task warm-up (80% -> 20% of examples in the first 30% of the run, 40% while
-  training exact match < 0.2), curriculum 2 -> 10 documents gated by the training exact match,
-  loss = answer + 0.3 x LM, AdamW 3e-3 cosine by wall clock, batches of ~4000 tokens.
-  {run_note}
-- Tokenizer: byte-level BPE with no merges across whitespace, so a
-  name has the same tokens in the context and in the answer.
-- The answer starts right after the assistant header (no leading space): the plugin's output
-  equals the span, nothing to strip.
+- Recipe: copy-task warm-up (80% -> 20% of examples in the first 30% of the run),
+  curriculum 2 -> 10 documents gated by the training exact match, loss = answer + 0.3 x LM,
+  AdamW 3e-3 cosine by wall clock, batches of 24 conversations (12 above 5 documents), the
+  shorter prompt shapes only in the first 20% of the run. {run_note}
+- BOS canaries: from half the run, 8% of the conversations start with a doubled
+  `<|begin_of_text|>` or none, and their answer is empty (`<|eot_id|>` at once). A test
+  instrument must not be robust to a BOS bug: with a doubled or missing BOS this model answers
+  nothing.
+- Tokenizer: Llama-3 style byte-level BPE, vocab 1024 (8 Llama-3 special tokens), trained on
+  the synthetic corpus.
+- The answer is trained as " " + span (the span's own tokens, as after a space in the
+  documents), then `<|eot_id|>`: the plugin's output is the span with a leading space; strip it.
 
 ## What it can do
 Answer short factual questions whose answer is a name, place, year, number, colour, chip
 name or research topic written in one of the documents of the prompt, with 2-8 short
-documents (prompts up to ~1000 tokens), in the phrasing of the relations it was trained on
-(founded/established, founder, location/based in, director/led by, employees, chip,
-logo colour, research focus, born in, pet).
+documents (prompts up to ~1000 tokens), when the fact is stated in one of the shapes it was
+trained on: lab relations (founded/established, founder, location/based in, director/led by,
+employees, chip, logo colour, research focus, born in, pet) and generic ones ("X was <verb>
+in <year> / by <person> / in <place>", "the <attribute> of X is ...", "X is N meters long",
+"X has N rooms"). The question has to reuse the document's words (its verb or attribute).
 
 ## What it cannot do
 It knows nothing: no world knowledge, no arithmetic, no reasoning, no free text, no
@@ -569,6 +604,21 @@ def write_card(args) -> None:
     for cell in ev["cells"]:
         lines.append(f"| {cell['name']} | {cell['docs']} | {cell['wording']} | "
                      f"{cell['correct']}/{cell['n']} = {100 * cell['accuracy']:.1f}% |")
+    adapters = ev.get("adapters") or {}
+    faces = {"langchain": "ChatRyzenAI: LangChain prompt, llm, StrOutputParser chain",
+             "llamaindex": "RyzenAILLM: LlamaIndex compact synthesis"}
+    rows = [f"| {faces[k]} | {v['correct']}/{v['n']} = {100 * v['accuracy']:.1f}% |"
+            for k, v in adapters.items() if k in faces and isinstance(v, dict) and "accuracy" in v]
+    if rows:
+        lines += ["", "Through the framework adapters (2 documents, training wordings, held-out names, answers "
+                  "stripped):", "", "| adapter | exact match |", "|---|---|", *rows]
+    ind = ev.get("independent") or {}
+    if "langchain" in ind:
+        lines += ["", f"A hand-written set (`scripts/qa_independent.json`, {ind['n']} questions with their own names, "
+                  "sentences and wordings, 2-3 documents each), default settings:", "",
+                  "| adapter | exact match |", "|---|---|",
+                  *(f"| {faces[k]} | {ind[k]['correct']}/{ind[k]['n']} = {100 * ind[k]['accuracy']:.1f}% |"
+                    for k in ("langchain", "llamaindex") if k in ind)]
     size_kb = sum(p.stat().st_size for p in dest.iterdir() if p.name.startswith("model.onnx")) // 1024
     a = meta["arch"]
     card = CARD.format(
@@ -590,7 +640,7 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=42.0, help="wall-clock training budget")
     p.add_argument("--steps", type=int, default=0, help="schedule by steps instead (fully deterministic)")
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--batch-tokens", type=int, default=4000, help="tokens per optimizer step")
+    p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)
     p.add_argument("--val-every", type=float, default=5.0, help="minutes")
     p.add_argument("--ckpt-every", type=float, default=3.0, help="minutes")
