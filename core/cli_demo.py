@@ -123,10 +123,10 @@ def _demo(args: argparse.Namespace) -> int:
     table.add_row("prefill buckets", ", ".join(map(str, budget.prefill_buckets)) or "none (plain ONNX)")
     table.add_row("decode buckets", ", ".join(map(str, budget.decode_buckets)) or "none (plain ONNX)")
     console.print(Panel(table, title="model package", expand=False))
-    if path == default_model_path() and DEFAULT_MODEL == "tiny-random-llama":
+    if path == default_model_path():
         console.print(
-            "[yellow]The embedded default model has random weights: it shows the whole pipeline, "
-            "but its text is noise.[/yellow]"
+            f"[dim]{DEFAULT_MODEL}: a 1M-parameter model trained to answer by copying a span out of the "
+            f"retrieved documents; it knows nothing else (model card: {path / 'README.md'}).[/dim]"
         )
     with console.status(f"loading {pkg.name} (a first load on an NPU compiles for a while)"):
         engine.load()

@@ -37,7 +37,7 @@ def resolve_model(
     """The local folder for ``model``.
 
     Args:
-        model: a folder, the name of an embedded model (``tiny-random-llama``), or a Hugging
+        model: a folder, the name of an embedded model (``tiny-qa-llama``), or a Hugging
             Face repository id (``amd/Qwen3-4B_rai_1.8.0_npu_4K``).
         revision: branch, tag or commit of a repository.
         cache_dir: the Hugging Face cache (default: ``HF_HUB_CACHE`` / ``~/.cache/huggingface``).

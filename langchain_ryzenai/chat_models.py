@@ -430,7 +430,7 @@ class ChatRyzenAI(BaseChatModel):
     Key init args — generation:
         model: the package folder (``model_name`` also accepted), a Hugging Face repository
             id (``"amd/Qwen3-4B_rai_1.8.0_npu_4K"``, cached on first use) or the name of a
-            model embedded in ryzenai-llm (``"tiny-random-llama"``).
+            model embedded in ryzenai-llm (``"tiny-qa-llama"``).
         temperature, top_p, top_k, seed, repetition_penalty: sampling (None: the package's
             ``genai_config.json`` search defaults); ``temperature=0`` is greedy.
         max_tokens: new tokens at most (None: the package default, as many as fit).

@@ -29,7 +29,7 @@ PROMPT = ChatPromptTemplate.from_messages(
             "Answer the question using only the context below. "
             "If the answer is not in the context, say you don't know.",
         ),
-        ("human", "Context:\n{context}\n\nQuestion: {question}"),
+        ("human", "Context: {context}\n\nQuestion: {question}"),
     ]
 )
 

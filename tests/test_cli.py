@@ -75,7 +75,7 @@ def test_info_lfs_pointers(capsys):
 
 def test_info_text_default_model(capsys):
     code, out, _ = run(capsys, "info")
-    assert code == 0 and "tiny-random-llama" in out and "window" in out
+    assert code == 0 and "tiny-qa-llama" in out and "window" in out
 
 
 def test_info_text_plan_for_token_fusion(capsys):

@@ -62,6 +62,8 @@ def test_wheel_holds_three_packages_and_no_top_level_core(tmp_path):
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"ryzenai_core", "langchain_ryzenai", "llamaindex_ryzenai"}
     assert "ryzenai_core/models/tiny-random-llama/model.onnx.data" in names
+    assert "ryzenai_core/models/tiny-qa-llama/model.onnx.data" in names
+    assert "ryzenai_core/models/tiny-qa-llama/README.md" in names
     assert "ryzenai_core/templates/qwen3.jinja" in names
     assert "ryzenai_core/py.typed" in names
     assert "ryzenai_core/demo_docs/questions.json" in names

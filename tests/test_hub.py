@@ -48,7 +48,8 @@ def test_offline_without_a_cached_copy_is_a_clear_error(hf_cache):
 
 
 def test_embedded_model_by_name():
-    assert resolve_model("tiny-random-llama") == default_model_path()
+    assert resolve_model("tiny-qa-llama") == default_model_path()
+    assert resolve_model("tiny-random-llama") == default_model_path().parent / "tiny-random-llama"
 
 
 def test_neither_folder_nor_repo_id(tmp_path):

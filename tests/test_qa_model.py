@@ -9,11 +9,13 @@ Tolerances (greedy decoding, so each run is deterministic on one platform; the m
 differences between onnxruntime builds): a fixed set of 30 held-out questions (names never
 seen in training, 2 documents each, training question wordings) must be answered exactly
 right >= 80% of the time through ``Engine``; >= 7/10 through a LangChain chain and a
-LlamaIndex query engine. The same questions rendered with a doubled BOS or with a wrong
-(ChatML) template must score far lower: these tests prove the accuracy test can fail.
+LlamaIndex query engine; >= 24/30 of a hand-written set (``scripts/qa_independent.json``)
+through each adapter. The same questions rendered with a doubled or missing BOS (the model
+was trained to answer nothing then), with a wrong (ChatML) template or with the answer's
+document cut out must score far lower: these tests prove the accuracy tests can fail.
 
 The module is skipped unless the folder's eval.json (scripts/eval_qa_model.py) shows the
-weights answer at least 85% of 2-document questions: under-trained weights make every
+weights answer at least 70% of 2-document questions: under-trained weights make every
 assertion here meaningless.
 """
 
@@ -48,8 +50,8 @@ def _trained_enough() -> tuple[bool, str]:
         acc = next(c["accuracy"] for c in cells if c["docs"] == 2 and c["wording"] == "train")
     except (OSError, KeyError, StopIteration, ValueError):
         return False, "tiny-qa-llama has no eval.json (run scripts/eval_qa_model.py)"
-    if acc < 0.85:
-        return False, f"tiny-qa-llama measured {acc:.0%} with 2 documents (< 85%): retrain it longer before these tests mean anything"
+    if acc < 0.7:
+        return False, f"tiny-qa-llama measured {acc:.0%} with 2 documents (< 70%): retrain it longer before these tests mean anything"
     return True, ""
 
 
@@ -89,7 +91,7 @@ def _score(engine: Engine, cases, **opts) -> tuple[int, list[tuple[str, str]]]:
     options = validated_options(max_new_tokens=MAX_NEW, temperature=0, **opts)
     ok, bad = 0, []
     for messages, answer, _, _ in cases:
-        got = engine.generate(messages, options).text
+        got = engine.generate(messages, options).text.strip()  # the model answers " " + span
         if got == answer:
             ok += 1
         else:
@@ -102,12 +104,16 @@ def test_heldout_answers_through_engine(engine: Engine, heldout) -> None:
     assert ok >= MIN_CORRECT, f"{ok}/{N} correct (need {MIN_CORRECT}); wrong (expected, got): {bad[:6]}"
 
 
-def test_answer_is_the_bare_span(engine: Engine, heldout) -> None:
-    """No leading space, no end-of-turn marker, finish reason 'stop' (the model ended its turn)."""
-    messages, answer, _, _ = heldout[0]
-    out = engine.generate(messages, validated_options(max_new_tokens=MAX_NEW, temperature=0))
-    assert out.text == out.text.strip() and "<|" not in out.text
-    assert out.finish_reason == "stop"
+def test_answer_is_the_span_then_end_of_turn(engine: Engine, heldout) -> None:
+    """" " + span (the span's own tokens), no end-of-turn marker in the text, finish reason 'stop'
+    (the model ended its turn, the plugin cut <|eot_id|>)."""
+    options = validated_options(max_new_tokens=MAX_NEW, temperature=0)
+    for messages, answer, _, _ in heldout[:10]:
+        out = engine.generate(messages, options)
+        if out.text.strip() == answer:
+            assert out.text == " " + answer and out.finish_reason == "stop"
+            return
+    pytest.fail("none of the first 10 held-out questions answered")
 
 
 def test_date_line_does_not_matter(engine: Engine, heldout) -> None:
@@ -125,6 +131,15 @@ def test_doubled_bos_collapses(engine: Engine, heldout) -> None:
     good, _ = _score(engine, heldout)
     bad, _ = _score(engine, heldout, template_vars={"chat_template": doubled})
     assert bad <= good // 2, f"a doubled BOS still scores {bad}/{N} (correct template: {good}/{N})"
+
+
+def test_missing_bos_collapses(engine: Engine, heldout) -> None:
+    source = (MODEL / "chat_template.jinja").read_text(encoding="utf-8")
+    without = source.replace("{{- bos_token }}", "", 1)
+    assert without != source
+    good, _ = _score(engine, heldout)
+    bad, _ = _score(engine, heldout, template_vars={"chat_template": without})
+    assert bad <= good // 2, f"a missing BOS still scores {bad}/{N} (correct template: {good}/{N})"
 
 
 def test_wrong_template_collapses(engine: Engine, heldout) -> None:
@@ -168,13 +183,14 @@ def test_langchain_rag_chain() -> None:
         msgs, answers, docs = qa_synth.make_qa(rng, 2, split="heldout")
         fact = next(f for d in docs for f in d.facts if f.answer == answers[-1])
         question = qa_synth.question_for(fact, "train", rng)
-        got = chain.invoke({"context": "\n\n".join(d.text for d in docs), "question": question})
+        got = chain.invoke({"context": "\n\n".join(d.text for d in docs), "question": question}).strip()
         ok += got == answers[-1]
         if got != answers[-1]:
             bad.append((answers[-1], got))
     assert ok >= 7, f"{ok}/10 through LangChain; wrong: {bad}"
 
 
+@pytest.mark.usefixtures("llamaindex_event_loop")
 def test_llamaindex_query_engine() -> None:
     li = pytest.importorskip("llamaindex_ryzenai")
     from llama_index.core import Document, Settings, SummaryIndex
@@ -196,13 +212,58 @@ def test_llamaindex_query_engine() -> None:
             index = SummaryIndex.from_documents(
                 [Document(text=d.text, metadata={"file_path": f"/docs/{d.slug}.txt"}) for d in docs]
             )
-            got = str(index.as_query_engine(llm=llm, response_mode="compact").query(question))
+            got = str(index.as_query_engine(llm=llm, response_mode="compact").query(question)).strip()
             ok += got == answers[-1]
             if got != answers[-1]:
                 bad.append((answers[-1], got))
     finally:
         llama_index.core.global_tokenizer = previous
     assert ok >= 7, f"{ok}/10 through LlamaIndex; wrong: {bad}"
+
+
+INDEPENDENT_MIN = 24  # of the 30 hand-written questions, per adapter
+
+
+@pytest.mark.usefixtures("llamaindex_event_loop")
+def test_independent_set_through_both_adapters() -> None:
+    """scripts/qa_independent.json: hand-written names, sentences and wordings (not qa_synth's), through a
+    LangChain RAG chain and a LlamaIndex query engine, both with default settings."""
+    import json
+
+    import llama_index.core
+
+    lc = pytest.importorskip("langchain_ryzenai")
+    li = pytest.importorskip("llamaindex_ryzenai")
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from llama_index.core import Document, SummaryIndex
+
+    items = json.loads((ROOT / "scripts" / "qa_independent.json").read_text(encoding="utf-8"))["items"]
+    chain = (
+        ChatPromptTemplate.from_messages(
+            [("system", "Answer the question using only the context below."),
+             ("human", "Context: {context}\n\nQuestion: {question}")]
+        )
+        | lc.ChatRyzenAI(model=str(MODEL), temperature=0, max_tokens=MAX_NEW, execution="inline")
+        | StrOutputParser()
+    )
+    llm = li.RyzenAILLM(model=str(MODEL), temperature=0, max_new_tokens=MAX_NEW, execution="inline")
+    previous = llama_index.core.global_tokenizer
+    try:
+        for face in ("langchain", "llamaindex"):
+            ok, bad = 0, []
+            for item in items:
+                if face == "langchain":
+                    got = chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]})
+                else:
+                    index = SummaryIndex.from_documents([Document(text=d) for d in item["documents"]])
+                    got = str(index.as_query_engine(llm=llm, response_mode="compact").query(item["question"]))
+                ok += got.strip() == item["answer"]
+                if got.strip() != item["answer"]:
+                    bad.append((item["answer"], got.strip()))
+            assert ok >= INDEPENDENT_MIN, f"{face}: {ok}/{len(items)} (need {INDEPENDENT_MIN}); wrong: {bad}"
+    finally:
+        llama_index.core.global_tokenizer = previous
 
 
 def test_demo_questions(engine: Engine) -> None:
@@ -216,5 +277,5 @@ def test_demo_questions(engine: Engine) -> None:
             ChatMessage("system", spec["system"]),
             ChatMessage("user", f"Context: {context}\n\nQuestion: {q['question']}"),
         ]
-        got = engine.generate(messages, validated_options(max_new_tokens=MAX_NEW, temperature=0)).text
+        got = engine.generate(messages, validated_options(max_new_tokens=MAX_NEW, temperature=0)).text.strip()
         assert got == q["answer"], (q["question"], got)

@@ -9,7 +9,7 @@ __all__ = ["DEFAULT_MODEL", "default_model_path", "embedded_models"]
 _HERE = Path(__file__).resolve().parent
 
 #: Name of the embedded default model.
-DEFAULT_MODEL = "tiny-random-llama"
+DEFAULT_MODEL = "tiny-qa-llama"
 
 
 def embedded_models() -> dict[str, Path]:
