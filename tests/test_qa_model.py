@@ -124,22 +124,15 @@ def test_date_line_does_not_matter(engine: Engine, heldout) -> None:
     assert a >= 7 and b >= 7
 
 
-def test_doubled_bos_collapses(engine: Engine, heldout) -> None:
+@pytest.mark.parametrize("bug", ["doubled", "missing"])
+def test_a_bos_bug_collapses(engine: Engine, heldout, bug: str) -> None:
     source = (MODEL / "chat_template.jinja").read_text(encoding="utf-8")
-    doubled = source.replace("{{- bos_token }}", "{{- bos_token }}{{- bos_token }}", 1)
-    assert doubled != source
+    bos = "{{- bos_token }}"
+    broken = source.replace(bos, bos + bos if bug == "doubled" else "", 1)
+    assert broken != source
     good, _ = _score(engine, heldout)
-    bad, _ = _score(engine, heldout, template_vars={"chat_template": doubled})
-    assert bad <= good // 2, f"a doubled BOS still scores {bad}/{N} (correct template: {good}/{N})"
-
-
-def test_missing_bos_collapses(engine: Engine, heldout) -> None:
-    source = (MODEL / "chat_template.jinja").read_text(encoding="utf-8")
-    without = source.replace("{{- bos_token }}", "", 1)
-    assert without != source
-    good, _ = _score(engine, heldout)
-    bad, _ = _score(engine, heldout, template_vars={"chat_template": without})
-    assert bad <= good // 2, f"a missing BOS still scores {bad}/{N} (correct template: {good}/{N})"
+    bad, _ = _score(engine, heldout, template_vars={"chat_template": broken})
+    assert bad <= good // 2, f"a {bug} BOS still scores {bad}/{N} (correct template: {good}/{N})"
 
 
 def test_wrong_template_collapses(engine: Engine, heldout) -> None:
