@@ -99,20 +99,7 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
     res: dict = {}
     exs = examples(2, "train", n, seed=EVAL_SEED + 99)
     try:
-        from langchain_core.output_parsers import StrOutputParser
-        from langchain_core.prompts import ChatPromptTemplate
-
-        from langchain_ryzenai import ChatRyzenAI  # type: ignore[attr-defined]
-
-        llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=max_new_tokens)
-        prompt = ChatPromptTemplate.from_messages(
-            [
-                ("system", "Answer the question using only the context below. If the answer is not in the "
-                           "context, say you don't know."),
-                ("human", "Context: {context}\n\nQuestion: {question}"),
-            ]
-        )
-        chain = prompt | llm | StrOutputParser()
+        chain = langchain_chain(model, max_new_tokens)
         ok = 0
         fails = []
         for ex in exs:
@@ -136,8 +123,7 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
             res["llamaindex_default_context_window"] = llm.metadata.context_window
         except Exception as exc:  # noqa: BLE001
             res["llamaindex_default_context_window"] = f"{type(exc).__name__}: {exc}"
-        # The default calibration (largest ratio over prose, code and CJK text) leaves this
-        # 1024-token English BPE too small a window for the QA template: count exactly instead.
+        # Exact counts, set explicitly (RyzenAILLM sets them itself only when nothing else has).
         Settings.tokenizer = llm.tokenizer
         res["llamaindex_context_window_exact"] = llm.metadata.context_window
         synth = get_response_synthesizer(llm=llm, response_mode="compact")
@@ -158,42 +144,50 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
 
 
 INDEPENDENT = Path(__file__).parent / "qa_independent.json"
+RAG_SYSTEM = (
+    "Answer the question using only the context below. If the answer is not in the context, say you don't know."
+)
 
 
-def independent_cell(model: Path, max_new_tokens: int) -> dict:
-    """The hand-written set (``qa_independent.json``: its own names, sentences and wordings)
-    through a LangChain RAG chain and a LlamaIndex query engine, both with default settings."""
-    items = json.loads(INDEPENDENT.read_text(encoding="utf-8"))["items"]
-    res: dict = {"n": len(items)}
+def langchain_chain(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTEM, **llm_kwargs):
+    """``prompt | ChatRyzenAI | StrOutputParser()``, the LangChain RAG shape of the evaluation and the tests."""
     from langchain_core.output_parsers import StrOutputParser
     from langchain_core.prompts import ChatPromptTemplate
 
     from langchain_ryzenai import ChatRyzenAI  # type: ignore[attr-defined]
 
-    chain = ChatPromptTemplate.from_messages(
-        [
-            ("system", "Answer the question using only the context below. If the answer is not in the "
-                       "context, say you don't know."),
-            ("human", "Context: {context}\n\nQuestion: {question}"),
-        ]
-    ) | ChatRyzenAI(model=str(model), temperature=0, max_tokens=max_new_tokens) | StrOutputParser()
+    prompt = ChatPromptTemplate.from_messages([("system", system), ("human", "Context: {context}\n\nQuestion: {question}")])
+    llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=max_new_tokens, **llm_kwargs)
+    return prompt | llm | StrOutputParser()
+
+
+def summary_index_answer(llm, texts: list[str], question: str, metadata: list[dict] | None = None) -> str:
+    """A LlamaIndex ``SummaryIndex`` query engine (compact) over ``texts``; the stripped answer."""
     from llama_index.core import Document, SummaryIndex
 
+    docs = [Document(text=t, metadata=m) for t, m in zip(texts, metadata or [{} for _ in texts], strict=True)]
+    return str(SummaryIndex.from_documents(docs).as_query_engine(llm=llm, response_mode="compact").query(question)).strip()
+
+
+def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTEM, **llm_kwargs) -> dict:
+    """The hand-written set (``qa_independent.json``: its own names, sentences and wordings)
+    through a LangChain RAG chain and a LlamaIndex query engine, both with default settings."""
     from llamaindex_ryzenai import RyzenAILLM  # type: ignore[attr-defined]
 
-    llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens)
+    items = json.loads(INDEPENDENT.read_text(encoding="utf-8"))["items"]
+    chain = langchain_chain(model, max_new_tokens, system=system, **llm_kwargs)
+    llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens, **llm_kwargs)
+    res: dict = {"n": len(items)}
     for face in ("langchain", "llamaindex"):
         ok, fails = 0, []
         for item in items:
             if face == "langchain":
-                out = chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]})
+                out = chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]}).strip()
             else:
-                index = SummaryIndex.from_documents([Document(text=d) for d in item["documents"]])
-                out = str(index.as_query_engine(llm=llm, response_mode="compact").query(item["question"]))
-            good = out.strip() == item["answer"]
-            ok += good
-            if not good:
-                fails.append({"question": item["question"], "expected": item["answer"], "got": out.strip()})
+                out = summary_index_answer(llm, item["documents"], item["question"])
+            ok += out == item["answer"]
+            if out != item["answer"]:
+                fails.append({"question": item["question"], "expected": item["answer"], "got": out})
         res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
     return res
 
@@ -235,7 +229,7 @@ def main() -> None:
         print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "failures"} if isinstance(v, dict) else v)
                           for k, v in result["adapters"].items()}))
     if args.adapter_n:
-        result["independent"] = independent_cell(args.model, args.max_new_tokens)
+        result["independent"] = independent_set(args.model, args.max_new_tokens)
         print("independent set:", {k: v["accuracy"] for k, v in result["independent"].items() if k != "n"})
     out = args.out or args.model / "eval.json"
     if out.exists():

@@ -36,6 +36,7 @@ MODEL = ROOT / "core" / "models" / "tiny-qa-llama"
 DEMO = ROOT / "core" / "demo_docs"
 sys.path.insert(0, str(ROOT / "scripts"))
 qa_synth = pytest.importorskip("qa_synth")
+eval_qa_model = pytest.importorskip("eval_qa_model")
 
 
 
@@ -157,19 +158,8 @@ def test_truncated_context_collapses(engine: Engine, heldout) -> None:
 
 
 def test_langchain_rag_chain() -> None:
-    lc = pytest.importorskip("langchain_ryzenai")
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import ChatPromptTemplate
-
-    llm = lc.ChatRyzenAI(model=str(MODEL), temperature=0, max_tokens=MAX_NEW, execution="inline")
-    prompt = ChatPromptTemplate.from_messages(
-        [
-            ("system", "Answer the question using only the context below. If the answer is not in the context, "
-                       "say you don't know."),
-            ("human", "Context: {context}\n\nQuestion: {question}"),
-        ]
-    )
-    chain = prompt | llm | StrOutputParser()
+    pytest.importorskip("langchain_ryzenai")
+    chain = eval_qa_model.langchain_chain(MODEL, MAX_NEW, execution="inline")
     rng = random.Random(SEED + 1)
     ok, bad = 0, []
     for _ in range(10):
@@ -186,15 +176,12 @@ def test_langchain_rag_chain() -> None:
 @pytest.mark.usefixtures("llamaindex_event_loop")
 def test_llamaindex_query_engine() -> None:
     li = pytest.importorskip("llamaindex_ryzenai")
-    from llama_index.core import Document, Settings, SummaryIndex
+    import llama_index.core
+    from llama_index.core import Settings
 
     llm = li.RyzenAILLM(model=str(MODEL), temperature=0, max_new_tokens=MAX_NEW, execution="inline")
-    import llama_index.core
-
     previous = llama_index.core.global_tokenizer
-    # exact token counts: the default calibration (prose, code, CJK) is far off for this
-    # 1024-token English BPE and would leave no room for the context
-    Settings.tokenizer = llm.tokenizer
+    Settings.tokenizer = llm.tokenizer  # exact counts, set the way the README recommends
     try:
         rng = random.Random(SEED + 2)
         ok, bad = 0, []
@@ -202,10 +189,9 @@ def test_llamaindex_query_engine() -> None:
             msgs, answers, docs = qa_synth.make_qa(rng, 2, split="heldout")
             fact = next(f for d in docs for f in d.facts if f.answer == answers[-1])
             question = qa_synth.question_for(fact, "train", rng)
-            index = SummaryIndex.from_documents(
-                [Document(text=d.text, metadata={"file_path": f"/docs/{d.slug}.txt"}) for d in docs]
+            got = eval_qa_model.summary_index_answer(
+                llm, [d.text for d in docs], question, [{"file_path": f"/docs/{d.slug}.txt"} for d in docs]
             )
-            got = str(index.as_query_engine(llm=llm, response_mode="compact").query(question)).strip()
             ok += got == answers[-1]
             if got != answers[-1]:
                 bad.append((answers[-1], got))
@@ -221,42 +207,22 @@ INDEPENDENT_MIN = 24  # of the 30 hand-written questions, per adapter
 def test_independent_set_through_both_adapters() -> None:
     """scripts/qa_independent.json: hand-written names, sentences and wordings (not qa_synth's), through a
     LangChain RAG chain and a LlamaIndex query engine, both with default settings."""
-    import json
-
     import llama_index.core
 
-    lc = pytest.importorskip("langchain_ryzenai")
-    li = pytest.importorskip("llamaindex_ryzenai")
-    from langchain_core.output_parsers import StrOutputParser
-    from langchain_core.prompts import ChatPromptTemplate
-    from llama_index.core import Document, SummaryIndex
-
-    items = json.loads((ROOT / "scripts" / "qa_independent.json").read_text(encoding="utf-8"))["items"]
-    chain = (
-        ChatPromptTemplate.from_messages(
-            [("system", "Answer the question using only the context below."),
-             ("human", "Context: {context}\n\nQuestion: {question}")]
-        )
-        | lc.ChatRyzenAI(model=str(MODEL), temperature=0, max_tokens=MAX_NEW, execution="inline")
-        | StrOutputParser()
-    )
-    llm = li.RyzenAILLM(model=str(MODEL), temperature=0, max_new_tokens=MAX_NEW, execution="inline")
+    pytest.importorskip("langchain_ryzenai")
+    pytest.importorskip("llamaindex_ryzenai")
     previous = llama_index.core.global_tokenizer
     try:
-        for face in ("langchain", "llamaindex"):
-            ok, bad = 0, []
-            for item in items:
-                if face == "langchain":
-                    got = chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]})
-                else:
-                    index = SummaryIndex.from_documents([Document(text=d) for d in item["documents"]])
-                    got = str(index.as_query_engine(llm=llm, response_mode="compact").query(item["question"]))
-                ok += got.strip() == item["answer"]
-                if got.strip() != item["answer"]:
-                    bad.append((item["answer"], got.strip()))
-            assert ok >= INDEPENDENT_MIN, f"{face}: {ok}/{len(items)} (need {INDEPENDENT_MIN}); wrong: {bad}"
+        res = eval_qa_model.independent_set(
+            MODEL, MAX_NEW, system="Answer the question using only the context below.", execution="inline"
+        )
     finally:
         llama_index.core.global_tokenizer = previous
+    for face in ("langchain", "llamaindex"):
+        cell = res[face]
+        assert cell["correct"] >= INDEPENDENT_MIN, (
+            f"{face}: {cell['correct']}/{cell['n']} (need {INDEPENDENT_MIN}); wrong: {cell['failures']}"
+        )
 
 
 def test_demo_questions(engine: Engine) -> None:
