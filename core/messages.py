@@ -7,13 +7,14 @@ renders them with Hugging Face semantics (see :func:`ChatMessage.to_hf`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import InvalidRequestError
 
-__all__ = ["ROLES", "ChatMessage", "RawPrompt", "ToolCall", "normalize_tools"]
+__all__ = ["ROLES", "ChatMessage", "RawPrompt", "ToolCall", "check_text", "normalize_tools"]
 
 ROLES = ("system", "user", "assistant", "tool")
 Role = Literal["system", "user", "assistant", "tool"]
@@ -153,3 +154,43 @@ def normalize_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[str,
             }
         )
     return out
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_error(where: str, text: str, match: re.Match[str]) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"{where} holds a lone surrogate {match.group()!r} at character {match.start()} "
+        f"(...{text[max(0, match.start() - 20) : match.start()]!r}...); it is not valid Unicode and no "
+        "tokenizer can encode it. It usually comes from bytes decoded with errors='surrogateescape'; "
+        "decode the source with errors='replace', or clean the text with "
+        "text.encode('utf-8', 'replace').decode('utf-8')"
+    )
+
+
+def check_text(messages: Sequence[ChatMessage]) -> None:
+    """Refuse text that cannot be tokenized, naming the message and the position.
+
+    Raises:
+        InvalidRequestError: a lone surrogate (U+D800..U+DFFF) in a message's content,
+            reasoning or tool-call arguments.
+    """
+    for i, message in enumerate(messages):
+        fields = [("content", message.text), ("reasoning", message.reasoning or "")]
+        fields += [(f"tool call {c.name!r}", json.dumps(c.arguments, ensure_ascii=False)) for c in message.tool_calls]
+        for name, text in fields:
+            match = _SURROGATE.search(text)
+            if match is not None:
+                raise _surrogate_error(f"the {name} of message #{i} ({message.role})", text, match)
+
+
+def check_prompt_text(text: str) -> None:
+    """Refuse a prompt (or any text to tokenize) holding a lone surrogate, naming the position.
+
+    Raises:
+        InvalidRequestError: a lone surrogate in ``text``.
+    """
+    match = _SURROGATE.search(text)
+    if match is not None:
+        raise _surrogate_error("the prompt", text, match)

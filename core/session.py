@@ -32,7 +32,7 @@ from .errors import (
     ModelPackageError,
     RuntimeNotAvailableError,
 )
-from .messages import ChatMessage, RawPrompt, normalize_tools
+from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
 from .runtime import import_oga, runtime_info
@@ -227,8 +227,40 @@ class Session:
         return self._tokenizer
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no special tokens added: templates carry their own BOS)."""
-        return [int(i) for i in self.tokenizer.encode(text)]
+        """Token ids of ``text`` (no special tokens added: templates carry their own BOS).
+
+        The whole text is encoded: onnxruntime-genai's tokenizer reads its input as a C
+        string and would stop at the first NUL character (PDF and OCR text often holds
+        them), so the text is encoded between NULs and each NUL becomes the vocabulary's
+        own token for byte 0.
+
+        Raises:
+            InvalidRequestError: a lone surrogate, or a NUL for a tokenizer without a byte-0 token.
+        """
+        check_prompt_text(text)
+        tokenizer = self.tokenizer
+        if "\x00" not in text:
+            return [int(i) for i in tokenizer.encode(text)]
+        nul = self._nul_token_id()
+        if nul is None:
+            raise InvalidRequestError(
+                f"the prompt holds a NUL character at position {text.index(chr(0))}, and the tokenizer of "
+                f"{self.package.name} has no token for byte 0; remove NUL characters (text.replace('\\x00', ''))"
+            )
+        ids: list[int] = []
+        for i, part in enumerate(text.split("\x00")):
+            if i:
+                ids.append(nul)
+            if part:
+                ids.extend(int(t) for t in tokenizer.encode(part))
+        return ids
+
+    @functools.cached_property
+    def _nul_token(self) -> tuple[int | None]:
+        return (nul_token_id(self.package.tokenizer_files),)
+
+    def _nul_token_id(self) -> int | None:
+        return self._nul_token[0]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` (special tokens skipped)."""
@@ -258,6 +290,7 @@ class Session:
                 raise InvalidRequestError(
                     "image input is not supported by this version of ryzenai-llm yet; send text only"
                 )
+        check_text(messages)
         extra = {k: v for k, v in options.template_vars.items() if k != "chat_template"}
         tools = normalize_tools(list(options.tools)) if options.tools else None
         return self.template_for(options).render(
@@ -550,3 +583,28 @@ def _generation_error(exc: Exception, guidance: Any) -> Exception:
             window=-1,
         )
     return GenerationError(f"onnxruntime-genai failed during generation: {text}")
+
+
+def nul_token_id(tokenizer_files: Sequence[Any]) -> int | None:
+    """The vocabulary's token for byte 0 (byte-level BPE ``Ā``, byte fallback ``<0x00>``), if any."""
+    for path in tokenizer_files:
+        if getattr(path, "name", "") != "tokenizer.json":
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        model = data.get("model") or {}
+        vocab = model.get("vocab")
+        if not isinstance(vocab, dict):
+            return None
+        names = []
+        if model.get("byte_fallback"):
+            names.append("<0x00>")
+        if "ByteLevel" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
+            names.append("\u0100")  # byte 0 in GPT-2's byte-to-unicode map
+        for name in names:
+            if isinstance(vocab.get(name), int):
+                return int(vocab[name])
+    return None
