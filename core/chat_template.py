@@ -37,7 +37,9 @@ import json
 import logging
 import os
 import re
-from collections.abc import Collection, Mapping, Sequence
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property, lru_cache
 from importlib.resources import files
@@ -261,13 +263,87 @@ class _GenerationTag(jinja2.ext.Extension):
         return str(caller())
 
 
+#: Bounds on one rendering: seconds, items made by one repetition, digits of one power.
+RENDER_SECONDS = 5.0
+MAX_REPEAT = 1_000_000
+MAX_POWER_BITS = 4096
+_WIDTH_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
+_render_state = threading.local()
+
+
+class _TemplateLimit(ChatTemplateError):
+    """A rendering went past one of the bounds above."""
+
+
+def _check_time() -> None:
+    deadline = getattr(_render_state, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise _TemplateLimit(f"it ran for more than {RENDER_SECONDS:g} s")
+
+
+class _Range:
+    """The sandbox's ``range`` (at most 100,000 items), checking the render time while iterated."""
+
+    def __init__(self, *args: int) -> None:
+        self._range = jinja2.sandbox.safe_range(*args)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._range[index]
+
+    def __iter__(self) -> Iterator[int]:
+        for i, value in enumerate(self._range):
+            if not i & 1023:
+                _check_time()
+            yield value
+
+    def __reversed__(self) -> Iterator[int]:
+        return iter(_Range._of(self._range[::-1]))
+
+    @classmethod
+    def _of(cls, values: range) -> _Range:
+        out = cls.__new__(cls)
+        out._range = values
+        return out
+
+
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """``transformers``' sandbox, except that an unsafe attribute raises instead of being undefined."""
+    """``transformers``' sandbox, except that an unsafe attribute raises instead of being undefined.
+
+    It also bounds what one rendering may cost: repetitions (``'a' * n``, ``ljust(n)``) of at
+    most :data:`MAX_REPEAT` items, powers of at most :data:`MAX_POWER_BITS` bits, and
+    :data:`RENDER_SECONDS` of time, checked at every call and loop step over ``range``.
+    """
+
+    intercepted_binops = frozenset({"*", "**"})
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> NoReturn:
         raise jinja2.exceptions.SecurityError(
             f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
         )
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > MAX_REPEAT:
+                    raise _TemplateLimit(
+                        f"it repeats a {type(seq).__name__} of {len(seq)} items {times} times "
+                        f"(more than {MAX_REPEAT:,} items)"
+                    )
+        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
+            if right * abs(left).bit_length() > MAX_POWER_BITS:
+                raise _TemplateLimit(f"it computes {left} ** {right} (more than {MAX_POWER_BITS} bits)")
+        return super().call_binop(context, operator, left, right)
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's signature
+        _check_time()
+        if getattr(__obj, "__name__", None) in _WIDTH_METHODS and isinstance(getattr(__obj, "__self__", None), str):
+            width = args[0] if args else kwargs.get("width")
+            if isinstance(width, int) and width > MAX_REPEAT:
+                raise _TemplateLimit(f"it pads a string to {width:,} characters (more than {MAX_REPEAT:,})")
+        return super().call(__context, __obj, *args, **kwargs)
 
 
 def _raise_exception(message: Any) -> NoReturn:
@@ -324,6 +400,7 @@ def _make_environment() -> _Sandbox:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
+    env.globals["range"] = _Range
     return env
 
 
@@ -841,7 +918,9 @@ class ChatTemplate:
         context: dict[str, Any] = {**self.special_tokens, **extra}
         if enable_thinking is not None:
             context["enable_thinking"] = bool(enable_thinking)
+        given = sum(len(json.dumps(x, default=str)) for x in (hf, schemas, documents, extra))
         return self._render(
+            4 * given + (1 << 20),
             messages=_alias_reasoning(_plain(hf)),
             tools=_plain(schemas) or None,
             documents=_plain(documents),
@@ -849,9 +928,28 @@ class ChatTemplate:
             **_plain(context),
         )
 
-    def _render(self, **context: Any) -> str:
+    def _render(self, max_chars: int, **context: Any) -> str:
+        """Render, bounded: at most ``max_chars`` characters and :data:`RENDER_SECONDS` seconds."""
+        _render_state.deadline = time.monotonic() + RENDER_SECONDS
         try:
-            return self._template.render(**context)
+            parts: list[str] = []
+            size = 0
+            for part in self._template.generate(**context):
+                size += len(part)
+                if size > max_chars:
+                    raise _TemplateLimit(
+                        f"its output passed {max_chars:,} characters (four times what the messages, tools and "
+                        "variables hold, plus 1 MiB)"
+                    )
+                parts.append(part)
+                _check_time()
+            return "".join(parts)
+        except _TemplateLimit as exc:
+            raise ChatTemplateError(
+                f"{self._label} was stopped: {exc}. A chat template renders the conversation; one that "
+                "generates text on its own is refused: replace it with the model's official template "
+                "(chat_template=...)"
+            ) from None
         except _TemplateRaised as exc:
             err = ChatTemplateError(
                 f"{self._label} raised an error: {exc.template_message!r}; {_hint(exc.template_message)}"
@@ -871,6 +969,8 @@ class ChatTemplate:
                 "or a variable to pass as a keyword: render(..., name=value)); adjust the messages, "
                 "or override the template (chat_template=...)"
             ) from exc
+        finally:
+            _render_state.deadline = None
 
     # ------------------------------------------------------------------ parsing
     def split_reasoning(self, text: str) -> tuple[str | None, str]:
