@@ -24,6 +24,7 @@ import asyncio
 import atexit
 import itertools
 import json
+import logging
 import os
 import queue
 import subprocess
@@ -34,6 +35,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import session as _session
 from ._frames import read_frame, write_frame
 from .budget import ContextBudget
 from .chat_template import ChatTemplate
@@ -42,13 +44,14 @@ from .hub import resolve_model
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions
 from .package import ModelPackage
-from .session import Session, SessionKey
+from .session import CallControl, Session, SessionKey, abandoned_error
 from .streaming import Chunk
 
 __all__ = ["Completion", "Engine", "Execution", "aggregate"]
 
 Execution = Literal["process", "inline"]
 ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,6 +79,13 @@ def aggregate(chunks: Iterator[Chunk]) -> Completion:
 
 
 # ---------------------------------------------------------------------- backends
+#: Seconds the caller waits past a deadline for the model's own timeout report (it checks between tokens).
+REPORT_MARGIN = 0.5
+#: Seconds a worker may take to stop a call that ran out of time before it is replaced by a new one.
+STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
+_POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
+
+
 class _InlineBackend:
     def __init__(self, key: SessionKey) -> None:
         self.session = Session(key)
@@ -94,28 +104,24 @@ class _InlineBackend:
     def stream(
         self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> Iterator[Chunk]:
-        cancel = threading.Event()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        inner = self.session.stream(messages, options, cancel)
-        try:
-            for chunk in inner:
-                if deadline is not None and time.monotonic() > deadline:
-                    cancel.set()
-                    raise GenerationTimeoutError(f"generation took longer than timeout={timeout} s and was cancelled")
-                yield chunk
-        finally:
-            inner.close()
+        # The session checks the deadline between tokens and while waiting for the model;
+        # the clock starts once the model is loaded.
+        self.session.load()
+        yield from self.session.stream(messages, options, CallControl(timeout=timeout))
 
     async def astream(
         self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
         aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        cancel = threading.Event()
+        control = CallControl(timeout=timeout)
+        control.deadline = None  # started once the model is loaded
 
         def produce() -> None:
             try:
-                for chunk in self.session.stream(messages, options, cancel):
+                self.session.load()
+                control.start_clock()
+                for chunk in self.session.stream(messages, options, control):
                     loop.call_soon_threadsafe(aq.put_nowait, ("chunk", chunk))
                 loop.call_soon_threadsafe(aq.put_nowait, ("end", None))
             except BaseException as exc:  # noqa: BLE001
@@ -123,35 +129,55 @@ class _InlineBackend:
 
         thread = threading.Thread(target=produce, daemon=True)
         thread.start()
-        async for chunk in _drain(aq, timeout, cancel.set):
+        async for chunk in _drain(aq, control, control.cancel.set, lambda: None, control.timeout_error):
             yield chunk
 
     def close(self) -> None:
         self.session.reset_cache()
 
 
+class _Retry(Exception):
+    """The worker died before the call started: send it again."""
+
+
 async def _drain(
-    aq: asyncio.Queue[tuple[str, Any]], timeout: float | None, cancel: Callable[[], None]
+    aq: asyncio.Queue[tuple[str, Any]],
+    control: CallControl,
+    cancel: Callable[[], None],
+    on_wait: Callable[[], None],
+    on_timeout: Callable[[], BaseException],
 ) -> AsyncIterator[Chunk]:
-    """Yield chunks from ``aq`` until end or error; cancel the generation if we stop early."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    """Yield chunks from ``aq`` until end or error; cancel the generation if we stop early.
+
+    ``on_wait`` runs every few hundred ms while nothing arrives (the worker backend looks for
+    unread streams there); the caller's own deadline is a margin past the model's, which
+    reports its timeout itself when it can.
+    """
     done = False
     try:
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise GenerationTimeoutError(f"generation took longer than timeout={timeout} s and was cancelled")
-            try:
-                kind, value = await asyncio.wait_for(aq.get(), remaining)
-            except asyncio.TimeoutError:
-                raise GenerationTimeoutError(
-                    f"generation took longer than timeout={timeout} s and was cancelled"
-                ) from None
+            control.idle_since = None
+            while True:
+                try:
+                    kind, value = await asyncio.wait_for(aq.get(), _wait_slice(control))
+                    break
+                except asyncio.TimeoutError:
+                    if _caller_deadline_passed(control):
+                        done = True
+                        raise on_timeout() from None
+                    on_wait()
             if kind == "chunk":
+                control.tokens += len(value.token_ids)
+                control.idle_since = time.monotonic()
                 yield value
             elif kind == "end":
                 done = True
+                if control.preempted:
+                    raise abandoned_error(control.tokens)
                 return
+            elif kind == "retry":
+                done = True
+                raise _Retry
             else:
                 done = True
                 raise value
@@ -160,8 +186,30 @@ async def _drain(
             cancel()
 
 
+def _wait_slice(control: CallControl) -> float | None:
+    """How long a waiting caller blocks before it looks again (deadline, unread streams)."""
+    if control.deadline is None:
+        return _POLL if control.phase == "queued" else None
+    margin = 0.0 if control.phase == "queued" else REPORT_MARGIN
+    remaining = max(0.0, control.deadline + margin - time.monotonic())
+    return min(remaining, _POLL) if control.phase == "queued" else remaining
+
+
+def _caller_deadline_passed(control: CallControl) -> bool:
+    if control.deadline is None:
+        return False
+    margin = 0.0 if control.phase == "queued" else REPORT_MARGIN
+    return time.monotonic() >= control.deadline + margin
+
+
 class _WorkerBackend:
-    """Talks to a worker process; restarts it on the next call after it died."""
+    """Talks to a worker process; restarts it on the next call after it died.
+
+    A call that runs out of its timeout is cancelled; if the worker does not finish it
+    within :data:`STUCK_GRACE` seconds (a call stuck outside the token loop), the worker is
+    replaced, so the model is usable again. Calls that were still waiting in its queue are
+    sent to the new worker.
+    """
 
     def __init__(self, key: SessionKey) -> None:
         self.key = key
@@ -169,6 +217,10 @@ class _WorkerBackend:
         self._start_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._handlers: dict[int, Callable[[tuple[Any, ...]], None]] = {}
+        self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
+        self._streams: dict[int, CallControl] = {}  # open streams, oldest first
+        self._running: int | None = None  # the stream the worker is working on
+        self._loaded_pid: int | None = None
         self._ids = itertools.count(1)
 
     # -- process management
@@ -192,6 +244,13 @@ class _WorkerBackend:
             threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
             return proc
 
+    def _ensure_loaded(self) -> None:
+        """Load the model in the worker before a timed call (the load is not part of any timeout)."""
+        proc = self._ensure()
+        if self._loaded_pid != proc.pid:
+            self.call("load")
+            self._loaded_pid = proc.pid
+
     def _read(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         while True:
@@ -201,23 +260,37 @@ class _WorkerBackend:
                 msg = None
             if msg is None:
                 break
-            if msg[0] == "delta":  # the compact frame of a text-only chunk (see worker.py)
+            kind = msg[0]
+            if kind == "delta":  # the compact frame of a text-only chunk (see worker.py)
                 msg = ("chunk", msg[1], Chunk(text=msg[2], token_ids=msg[3]))
+            elif kind == "phase":
+                self._running = msg[1]
+                control = self._streams.get(msg[1])
+                if control is not None:
+                    control.phase = msg[2]
+                continue
+            elif kind in ("end", "error") and self._running == msg[1]:
+                self._running = None
             handler = self._handlers.get(msg[1])
             if handler is not None:
                 handler(msg)
         code = proc.wait()
         _close_pipes(proc)
+        if self._running is not None and self._sent_to.get(self._running) == proc.pid:
+            self._running = None
         err = WorkerDiedError(
             f"the model worker process (pid {proc.pid}) exited with code {code} during the call; "
             "the next call starts a new worker"
         )
         for rid, handler in list(self._handlers.items()):
-            handler(("error", rid, err))
+            if self._sent_to.get(rid) == proc.pid:
+                handler(("error", rid, err))
 
     def _send(self, message: tuple[Any, ...]) -> None:
         proc = self._ensure()
         assert proc.stdin is not None
+        if message[0] in ("stream", "call"):
+            self._sent_to[message[1]] = proc.pid
         try:
             write_frame(proc.stdin, message, self._write_lock)
         except (BrokenPipeError, OSError) as exc:
@@ -230,6 +303,11 @@ class _WorkerBackend:
         self._handlers[rid] = handler
         return rid
 
+    def _forget(self, rid: int) -> None:
+        self._handlers.pop(rid, None)
+        self._sent_to.pop(rid, None)
+        self._streams.pop(rid, None)
+
     # -- calls
     def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
@@ -239,40 +317,102 @@ class _WorkerBackend:
             try:
                 msg = q.get(timeout=timeout)
             except queue.Empty:
-                raise GenerationTimeoutError(f"{method} took longer than timeout={timeout} s") from None
+                raise GenerationTimeoutError(f"{method} took longer than timeout={timeout} s", phase=method) from None
         finally:
-            self._handlers.pop(rid, None)
+            self._forget(rid)
         if msg[0] == "error":
             raise msg[2]
         return msg[2]
+
+    def _start(self, rid: int, control: CallControl, messages: Sequence[ChatMessage] | RawPrompt, options: Any) -> None:
+        control.phase = "queued"
+        self._streams[rid] = control
+        self._send(
+            ("stream", rid, messages if isinstance(messages, RawPrompt) else list(messages), options, control.timeout)
+        )
+
+    def _on_wait(self, rid: int, control: CallControl) -> None:
+        """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
+        if control.phase != "queued":
+            return
+        now = time.monotonic()
+        for other_rid, other in list(self._streams.items()):
+            if other_rid >= rid:
+                break
+            idle = other.idle_since
+            if (
+                not other.preempted
+                and other.phase != "queued"
+                and idle is not None
+                and now - idle >= _session.ABANDON_AFTER
+            ):
+                other.preempted = True
+                self._cancel(other_rid)
+
+    def _timed_out(self, rid: int, control: CallControl) -> GenerationTimeoutError:
+        """Cancel a call that ran out of time; replace the worker if it cannot stop it."""
+        self._cancel(rid)
+        if control.phase != "queued":
+            proc = self._proc
+            timer = threading.Timer(STUCK_GRACE, self._replace_if_stuck, args=(rid, proc))
+            timer.daemon = True
+            timer.start()
+        return control.timeout_error()
+
+    def _replace_if_stuck(self, rid: int, proc: subprocess.Popen[bytes] | None) -> None:
+        if proc is not None and self._running == rid and proc.poll() is None:
+            logger.warning(
+                "the model worker (pid %s) did not stop a call that ran out of time within %s s; replacing it",
+                proc.pid,
+                STUCK_GRACE,
+            )
+            proc.kill()
+
+    def _retry_queued(self, msg: tuple[Any, ...], control: CallControl, retried: bool) -> bool:
+        """Whether a call that never started should go to a new worker (the old one died)."""
+        return msg[0] == "error" and isinstance(msg[2], WorkerDiedError) and control.phase == "queued" and not retried
 
     def stream(
         self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
     ) -> Iterator[Chunk]:
         q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._ensure_loaded()
         rid = self._register(q.put)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        control = CallControl(timeout=timeout)
         done = False
+        retried = False
         try:
-            self._send(("stream", rid, messages if isinstance(messages, RawPrompt) else list(messages), options))
+            self._start(rid, control, messages, options)
             while True:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    msg = q.get(timeout=remaining)
-                except queue.Empty:
-                    raise GenerationTimeoutError(
-                        f"generation took longer than timeout={timeout} s and was cancelled"
-                    ) from None
-                if msg[0] == "chunk":
+                control.idle_since = None
+                while True:
+                    try:
+                        msg = q.get(timeout=_wait_slice(control))
+                        break
+                    except queue.Empty:
+                        if _caller_deadline_passed(control):
+                            done = True
+                            raise self._timed_out(rid, control) from None
+                        self._on_wait(rid, control)
+                kind = msg[0]
+                if kind == "chunk":
+                    control.tokens += len(msg[2].token_ids)
+                    control.idle_since = time.monotonic()
                     yield msg[2]
-                elif msg[0] == "end":
+                elif kind == "end":
                     done = True
+                    if control.preempted:
+                        raise abandoned_error(control.tokens)
                     return
+                elif self._retry_queued(msg, control, retried):
+                    retried = True
+                    self._ensure_loaded()
+                    self._start(rid, control, messages, options)
                 else:
                     done = True
                     raise msg[2]
         finally:
-            self._handlers.pop(rid, None)
+            self._forget(rid)
             if not done:
                 self._cancel(rid)
 
@@ -281,20 +421,39 @@ class _WorkerBackend:
     ) -> AsyncIterator[Chunk]:
         loop = asyncio.get_running_loop()
         aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        control = CallControl(timeout=timeout)
+        retry = threading.Event()
 
         def handler(msg: tuple[Any, ...]) -> None:
             kind = msg[0]
-            item = ("chunk", msg[2]) if kind == "chunk" else (("end", None) if kind == "end" else ("error", msg[2]))
+            if self._retry_queued(msg, control, retry.is_set()):
+                retry.set()
+                item: tuple[str, Any] = ("retry", None)
+            else:
+                item = ("chunk", msg[2]) if kind == "chunk" else (("end", None) if kind == "end" else ("error", msg[2]))
             loop.call_soon_threadsafe(aq.put_nowait, item)
 
         rid = self._register(handler)
         try:
-            await loop.run_in_executor(None, self._ensure)
-            self._send(("stream", rid, messages if isinstance(messages, RawPrompt) else list(messages), options))
-            async for chunk in _drain(aq, timeout, lambda: self._cancel(rid)):
-                yield chunk
+            await loop.run_in_executor(None, self._ensure_loaded)
+            control.start_clock()
+            self._start(rid, control, messages, options)
+            while True:
+                try:
+                    async for chunk in _drain(
+                        aq,
+                        control,
+                        lambda: self._cancel(rid),
+                        lambda: self._on_wait(rid, control),
+                        lambda: self._timed_out(rid, control),
+                    ):
+                        yield chunk
+                    return
+                except _Retry:
+                    await loop.run_in_executor(None, self._ensure_loaded)
+                    self._start(rid, control, messages, options)
         finally:
-            self._handlers.pop(rid, None)
+            self._forget(rid)
 
     def _cancel(self, rid: int) -> None:
         try:

@@ -18,6 +18,7 @@ wrong, the limit or expectation it broke, and what to do about it::
     ├── GuidanceUnsupportedError      constrained decoding asked of a runtime without it
     └── GenerationError               the runtime failed, or the model worker died
         ├── WorkerDiedError           the worker process died; the next call starts a new one
+        ├── StreamAbandonedError      a stream nobody read was stopped for a call that waited on it
         └── GenerationTimeoutError    a call ran past its timeout (also a TimeoutError)
 
 Errors about caller input also derive from ``ValueError`` so generic handlers keep working.
@@ -41,6 +42,7 @@ __all__ = [
     "ModelPackageError",
     "RuntimeNotAvailableError",
     "RyzenAIError",
+    "StreamAbandonedError",
     "UnsafePathError",
     "UnsupportedModelError",
     "WorkerDiedError",
@@ -130,8 +132,30 @@ class WorkerDiedError(GenerationError):
     """The model worker process died during the call; the next call starts a new one."""
 
 
+class StreamAbandonedError(GenerationError):
+    """A stream was not read for a while and another call on the model waited: it was stopped.
+
+    The chunks generated before it was stopped are still delivered; this error ends the
+    stream instead of a last chunk. Read streams to the end, or close them
+    (``with contextlib.closing(llm.stream(...)) as chunks:``).
+    """
+
+
 class GenerationTimeoutError(GenerationError, TimeoutError):
-    """A call took longer than its ``timeout``; the generation was cancelled."""
+    """A call took longer than its ``timeout``; the generation was cancelled.
+
+    Attributes:
+        phase: where the time ran out: ``"queued"`` (behind other calls on the same model),
+            ``"preparing"`` (chat template and tokenizer), ``"prefill"`` (the prompt) or
+            ``"generating"`` (new tokens).
+    """
+
+    def __init__(self, message: str, *, phase: str = "generating") -> None:
+        super().__init__(message)
+        self.phase = phase
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), str(self), {"phase": self.phase}))
 
 
 def _rebuild(cls: type[Exception], message: str, kwargs: dict[str, object]) -> Exception:

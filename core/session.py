@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +27,12 @@ from .chat_template import ChatTemplate
 from .errors import (
     ContextWindowExceededError,
     GenerationError,
+    GenerationTimeoutError,
     GuidanceUnsupportedError,
     InvalidRequestError,
     ModelPackageError,
     RuntimeNotAvailableError,
+    StreamAbandonedError,
 )
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
@@ -38,7 +40,7 @@ from .package import ModelPackage
 from .runtime import import_oga, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 
-__all__ = ["FifoLock", "Prepared", "Session", "SessionKey"]
+__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "timeout_error"]
 
 PROVIDERS = ("cpu", "cuda", "dml")
 
@@ -51,15 +53,21 @@ class FifoLock:
         self._waiters: deque[threading.Event] = deque()
         self._held = False
 
-    def acquire(self) -> None:
-        """Wait for our turn."""
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Wait for our turn (at most ``timeout`` seconds); whether we got it."""
         with self._lock:
             if not self._held and not self._waiters:
                 self._held = True
-                return
+                return True
             me = threading.Event()
             self._waiters.append(me)
-        me.wait()
+        if me.wait(timeout):
+            return True
+        with self._lock:
+            if me.is_set():  # handed over while the wait timed out
+                return True
+            self._waiters.remove(me)
+            return False
 
     def release(self) -> None:
         """Hand the lock to the next waiter, if any."""
@@ -75,6 +83,102 @@ class FifoLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+#: Seconds a stream may go unread while another call waits for the model before it is stopped.
+ABANDON_AFTER = float(os.environ.get("RYZENAI_LLM_ABANDON_AFTER", "2.0"))
+
+_PHASES = {
+    "queued": "while it waited behind other calls on this model",
+    "preparing": "while the chat template and tokenizer prepared the prompt",
+    "prefill": "during the prefill of the {prompt_tokens}-token prompt",
+    "generating": "while generating, after {tokens} new tokens",
+}
+
+
+def timeout_error(
+    timeout: float | None, phase: str, *, tokens: int = 0, prompt_tokens: int = 0
+) -> GenerationTimeoutError:
+    """The error of a call that ran out of ``timeout`` in ``phase``."""
+    where = _PHASES.get(phase, "while " + phase).format(tokens=tokens, prompt_tokens=prompt_tokens)
+    return GenerationTimeoutError(
+        f"the call ran out of its timeout={timeout} s {where} and was cancelled. The timeout counts "
+        "waiting for the model, preparing the prompt, prefill and generation (not the one-time model load); "
+        "raise timeout, shorten the prompt or lower max_tokens",
+        phase=phase,
+    )
+
+
+class CallControl:
+    """What one generation shares with its caller.
+
+    ``cancel`` stops it within one token; ``timeout`` (seconds from the control's creation)
+    bounds it; ``phase`` says where it is (``queued``, ``preparing``, ``prefill``,
+    ``generating``) and ``on_phase`` is told of each change; a caller that stops reading a
+    pushed stream sets ``idle_since`` so that a call waiting for the model can stop it
+    (``preempted``) after :data:`ABANDON_AFTER` seconds.
+    """
+
+    __slots__ = (
+        "cancel",
+        "deadline",
+        "idle_since",
+        "lock",
+        "on_phase",
+        "phase",
+        "preempted",
+        "prompt_tokens",
+        "suspended_since",
+        "timeout",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        cancel: threading.Event | None = None,
+        timeout: float | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cancel = cancel or threading.Event()
+        self.timeout = timeout
+        self.deadline: float | None = None
+        self.start_clock()
+        self.on_phase = on_phase
+        self.phase = "queued"
+        self.idle_since: float | None = None
+        self.suspended_since: float | None = None
+        self.preempted = False
+        self.lock = threading.Lock()
+        self.tokens = 0
+        self.prompt_tokens = 0
+
+    def start_clock(self) -> None:
+        """Start (or restart) the timeout from now."""
+        self.deadline = None if self.timeout is None else time.monotonic() + self.timeout
+
+    def enter(self, phase: str) -> None:
+        """Move to ``phase``."""
+        self.phase = phase
+        if self.on_phase is not None:
+            self.on_phase(phase)
+
+    def check_deadline(self) -> None:
+        """Raise :class:`GenerationTimeoutError` if the timeout ran out."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise self.timeout_error()
+
+    def timeout_error(self) -> GenerationTimeoutError:
+        """The timeout error for the current phase."""
+        return timeout_error(self.timeout, self.phase, tokens=self.tokens, prompt_tokens=self.prompt_tokens)
+
+
+def abandoned_error(tokens: int) -> StreamAbandonedError:
+    """The error that ends a stream stopped because nobody read it while another call waited."""
+    return StreamAbandonedError(
+        f"this stream was stopped after {tokens} tokens: it was not read for {ABANDON_AFTER:g} s while another "
+        "call waited for the model (one generation runs at a time). The chunks before it were delivered. Read "
+        "streams to the end, or close them (`with contextlib.closing(llm.stream(...)) as chunks:`)"
+    )
 
 
 @dataclass(frozen=True)
@@ -130,6 +234,7 @@ class Session:
         self._tokenizer: Any = None
         self._end_ids: frozenset[int] = frozenset()
         self._cached: _Cached | None = None
+        self._holder: CallControl | None = None
         self.load_seconds: float | None = None
 
     # ------------------------------------------------------------------ loading
@@ -358,17 +463,59 @@ class Session:
         self,
         messages: Sequence[ChatMessage] | RawPrompt,
         options: GenerationOptions,
-        cancel: threading.Event | None = None,
+        control: CallControl | None = None,
     ) -> Generator[Chunk, None, None]:
-        """Stream the answer to ``messages`` (or a raw prompt). Closing the iterator stops generation."""
+        """Stream the answer to ``messages`` (or a raw prompt). Closing the iterator stops generation.
+
+        ``control`` carries cancellation, the timeout and the phase (see :class:`CallControl`).
+        """
         t_call = time.perf_counter()
+        control = control or CallControl()
         self.load()
+        control.check_deadline()  # it may have waited in a queue before this
+        control.enter("preparing")
         prepared = self.prepare(messages, options)
-        return self._stream(prepared, options, cancel or threading.Event(), t_call)
+        control.prompt_tokens = len(prepared.prompt_ids)
+        return self._stream(prepared, options, control, t_call)
+
+    def _acquire(self, control: CallControl) -> bool:
+        """Wait for the model: False if cancelled; stops an unread stream holding it (see ABANDON_AFTER)."""
+        if self._gen_lock.acquire(timeout=0):
+            return True
+        control.enter("queued")
+        while True:
+            wait = 0.25 if control.deadline is None else min(0.25, max(0.0, control.deadline - time.monotonic()))
+            if self._gen_lock.acquire(timeout=wait):
+                return True
+            control.check_deadline()
+            if control.cancel.is_set():
+                return False
+            self._preempt_idle_holder()
+
+    def _preempt_idle_holder(self) -> None:
+        holder = self._holder
+        if holder is None:
+            return
+        now = time.monotonic()
+        with holder.lock:
+            if holder.preempted:
+                return
+            suspended = holder.suspended_since is not None and now - holder.suspended_since >= ABANDON_AFTER
+            idle = holder.idle_since is not None and now - holder.idle_since >= ABANDON_AFTER
+            if not (suspended or idle):
+                return
+            holder.preempted = True
+            holder.cancel.set()
+            if suspended:
+                # Its generator is paused at a yield and will not touch the model again (it
+                # checks `_holder` under the same lock when resumed): hand the model over.
+                self._holder = None
+                self._gen_lock.release()
 
     def _stream(
-        self, prep: Prepared, options: GenerationOptions, cancel: threading.Event, t_call: float
+        self, prep: Prepared, options: GenerationOptions, control: CallControl, t_call: float
     ) -> Generator[Chunk, None, None]:
+        cancel = control.cancel
         og = import_oga()
         tpl = self.template_for(options)
         search = resolve_search(options, dict(self.package.search))
@@ -397,7 +544,11 @@ class Session:
         signature = json.dumps(search, sort_keys=True)
 
         t_wait = time.perf_counter()
-        self._gen_lock.acquire()
+        if not self._acquire(control):
+            return
+        self._holder = control
+        owner = True
+        deadline = control.deadline
         generator = None
         n = 0
         finish = "length"
@@ -409,14 +560,20 @@ class Session:
             if cancel.is_set():
                 finish = "cancelled"
                 return
+            control.enter("prefill")
             t_prefill = time.perf_counter()
             generator, reused = self._generator(og, prep.prompt_ids, plan, search, signature, guidance, reuse)
             timings.reused_prompt_tokens = reused
             timings.prefill = time.perf_counter() - t_prefill
+            control.check_deadline()
+            control.enter("generating")
             while n < plan.max_new_tokens:
                 if cancel.is_set():
                     finish = "cancelled"
                     break
+                if deadline is not None and time.monotonic() > deadline:
+                    control.tokens = n
+                    raise control.timeout_error()
                 if generator.is_done():
                     finish = "stop"
                     break
@@ -432,7 +589,13 @@ class Session:
                 pending.append(token)
                 content, reasoning = parser.feed(decoder.feed(token))
                 if content or reasoning:
+                    control.suspended_since = time.monotonic()
                     yield Chunk(text=content, reasoning=reasoning, token_ids=pending)
+                    with control.lock:
+                        control.suspended_since = None
+                        owner = self._holder is control  # else it was handed to a call that waited
+                    if not owner:
+                        raise abandoned_error(n)
                     pending = []
                 if parser.stopped:
                     finish = "stop"
@@ -447,7 +610,8 @@ class Session:
             finish = "cancelled"
             raise
         except (GenerationError, GuidanceUnsupportedError, InvalidRequestError):
-            self._discard(generator)
+            if owner:
+                self._discard(generator)
             generator = None
             raise
         except Exception as exc:  # noqa: BLE001 - runtime errors from OGA
@@ -455,15 +619,20 @@ class Session:
             generator = None
             raise _generation_error(exc, guidance) from exc
         finally:
-            if generator is not None:
-                if reuse and finish != "cancelled":
-                    # Only the prompt's KV is reused: it was computed by prefill, exactly as a cold
-                    # run computes it. Generated tokens went through the one-token decode kernel,
-                    # whose results differ in the last bits, so they are prefilled again.
-                    self._cached = _Cached(generator, list(prep.prompt_ids), signature, plan.window)
-                else:
-                    self._discard(generator)
-            self._gen_lock.release()
+            with control.lock:
+                control.suspended_since = None
+                owner = owner and self._holder is control
+            if owner:
+                if generator is not None:
+                    if reuse and finish != "cancelled":
+                        # Only the prompt's KV is reused: it was computed by prefill, exactly as a cold
+                        # run computes it. Generated tokens went through the one-token decode kernel,
+                        # whose results differ in the last bits, so they are prefilled again.
+                        self._cached = _Cached(generator, list(prep.prompt_ids), signature, plan.window)
+                    else:
+                        self._discard(generator)
+                self._holder = None
+                self._gen_lock.release()
         if finish == "cancelled":
             return
         content, reasoning = parser.feed(decoder.flush())

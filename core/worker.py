@@ -4,10 +4,15 @@ Started by :class:`~ryzenai_core.engine.WorkerBackend` as ``python -m ryzenai_co
 (not multiprocessing's spawn, which re-runs the user's main module on Windows). Frames on
 stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this package)::
 
-    caller -> worker   ("init", key) | ("stream", id, messages, options) | ("call", id, method, args)
-                       | ("cancel", id)
-    worker -> caller   ("ready",) | ("chunk", id, Chunk) | ("delta", id, text, token_ids)
-                       | ("end", id) | ("result", id, value) | ("error", id, exception)
+    caller -> worker   ("init", key) | ("stream", id, messages, options, timeout)
+                       | ("call", id, method, args) | ("cancel", id)
+    worker -> caller   ("ready",) | ("phase", id, name) | ("chunk", id, Chunk)
+                       | ("delta", id, text, token_ids) | ("end", id) | ("result", id, value)
+                       | ("error", id, exception)
+
+A generation reports its phases (``preparing``, ``prefill``, ``generating``): the caller
+then knows where a call that ran out of time was, and which call the worker is busy with.
+The timeout of a stream counts from its arrival here (a queue wait included).
 
 A chunk that carries only text and token ids (every token but the last) travels as a
 "delta" tuple: a tuple pickles in a fraction of the time a dataclass does.
@@ -20,6 +25,7 @@ worker exits when its stdin closes (the caller exited or closed it).
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import queue
@@ -29,6 +35,7 @@ import threading
 from typing import Any
 
 from ._frames import read_frame, write_frame
+from .session import CallControl
 from .streaming import Chunk
 
 __all__ = ["main"]
@@ -50,6 +57,10 @@ def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
     if chunk == Chunk(text=chunk.text, token_ids=chunk.token_ids):  # every other field at its default
         return ("delta", rid, chunk.text, chunk.token_ids)
     return ("chunk", rid, chunk)
+
+
+def _send_phase(send: Any, rid: int, phase: str) -> None:
+    send(("phase", rid, phase))
 
 
 def main() -> None:
@@ -82,18 +93,19 @@ def main() -> None:
     generations: queue.Queue[Any] = queue.Queue()
     calls: queue.Queue[Any] = queue.Queue()
     cancels: dict[int, threading.Event] = {}
+    controls: dict[int, CallControl] = {}
 
     def run_generations() -> None:
         while True:
             item = generations.get()
             if item is None:
                 return
-            _, rid, messages, options = item
-            cancel = cancels.setdefault(rid, threading.Event())
+            rid, messages, options = item[1], item[2], item[3]
+            control = controls.pop(rid)
             try:
                 if session is None:
                     raise session_error or RuntimeError("model session unavailable")
-                for chunk in session.stream(messages, options, cancel):
+                for chunk in session.stream(messages, options, control):
                     send(_wire(rid, chunk))
                 send(("end", rid))
             except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
@@ -136,7 +148,11 @@ def main() -> None:
             break
         kind = msg[0]
         if kind == "stream":
-            cancels.setdefault(msg[1], threading.Event())
+            rid = msg[1]
+            cancel = cancels.setdefault(rid, threading.Event())
+            controls[rid] = CallControl(
+                cancel, msg[4] if len(msg) > 4 else None, functools.partial(_send_phase, send, rid)
+            )
             generations.put(msg)
         elif kind == "call":
             calls.put(msg)
