@@ -103,6 +103,8 @@ _CALL_KWARGS = _OPTION_KWARGS | {"max_tokens", "tools", "tool_choice", "template
 _FORCED = ("required", "any")
 #: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
 _FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
+#: Private attributes that belong to the model package, shared by copies (never copied).
+_SHARED_PRIVATE = ("_engine", "_tokenizer", "_template")
 #: Template families with a tool-call format the core can parse and force.
 _TOOL_FAMILIES = ("llama3", "qwen3", "chatml")
 
@@ -194,7 +196,8 @@ class RyzenAILLM(FunctionCallingLLM):
     (``execution="process"``), shared with every adapter that names the same folder.
 
     An unknown field is an error (with the closest accepted name); ``max_tokens``, the name
-    LlamaIndex's OpenAI-style LLMs use, is accepted for ``max_new_tokens``.
+    LlamaIndex's OpenAI-style LLMs use, is accepted for ``max_new_tokens``. Copies
+    (``copy.deepcopy``, ``model_copy``) share the loaded model.
 
     Example:
         >>> from llama_index.core import Settings
@@ -258,8 +261,9 @@ class RyzenAILLM(FunctionCallingLLM):
     )
 
     _engine: Engine | None = PrivateAttr(default=None)
+    _engine_key: str | None = PrivateAttr(default=None)
     _tokenizer: PackageTokenizer | None = PrivateAttr(default=None)
-    _template: ChatTemplate | None = PrivateAttr(default=None)
+    _template: tuple[str, ChatTemplate] | None = PrivateAttr(default=None)
     _scaffold: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _warned: bool = PrivateAttr(default=False)
@@ -284,13 +288,39 @@ class RyzenAILLM(FunctionCallingLLM):
                 )
         return self
 
+    # ------------------------------------------------------------------ copies
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy; ``update`` keys are checked like constructor fields.
+        """A copy sharing the loaded model; ``update`` keys are checked like constructor fields.
 
         Raises:
             ValueError: an unknown field in ``update`` (values are not validated, as in pydantic).
         """
-        return super().model_copy(update=_checked_fields(type(self), update) if update else None, deep=deep)
+        checked = _checked_fields(type(self), update) if update else None
+        source = self.__deepcopy__() if deep else self  # pydantic's deep update path would copy the engine
+        return super(RyzenAILLM, source).model_copy(update=checked)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        """A deep copy of the fields; the engine (loaded model), tokenizer and template are shared.
+
+        The copy gets its own lock; nothing is loaded or started twice.
+        """
+        memo = {} if memo is None else memo
+        private = self.__pydantic_private__ or {}
+        for name in _SHARED_PRIVATE:
+            value = private.get(name)
+            if value is not None:
+                memo[id(value)] = value
+        lock = private.get("_lock")
+        if lock is not None:
+            memo[id(lock)] = threading.Lock()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Fields only: the engine, locks and caches belong to this process (reopened on first use)."""
+        bare = self.__copy__()  # LlamaIndex's filter may drop unpicklable fields: never from this object
+        object.__setattr__(bare, "__pydantic_private__", None)
+        state: dict[str, Any] = super(RyzenAILLM, bare).__getstate__()
+        return state
 
     @classmethod
     def class_name(cls) -> str:
@@ -301,9 +331,14 @@ class RyzenAILLM(FunctionCallingLLM):
     @property
     def engine(self) -> Engine:
         """The shared :class:`~ryzenai_core.engine.Engine` (opened on first use, model loaded lazily)."""
+        key = json.dumps(
+            [self.model, self.provider, self.num_threads, self.release, self.execution, self.session_options],
+            sort_keys=True,
+            default=str,
+        )
         with self._lock:
-            if self._engine is None:
-                self._engine = Engine.get(
+            if self._engine is None or self._engine_key != key:  # a copy with another model, provider, ...
+                engine = Engine.get(
                     self.model,
                     provider=self.provider,
                     num_threads=self.num_threads,
@@ -311,6 +346,9 @@ class RyzenAILLM(FunctionCallingLLM):
                     execution=self.execution,
                     session_options=self.session_options or None,
                 )
+                if engine is not self._engine:
+                    self._tokenizer, self._template, self._scaffold = None, None, {}
+                self._engine, self._engine_key = engine, key
             return self._engine
 
     @property
@@ -321,17 +359,19 @@ class RyzenAILLM(FunctionCallingLLM):
     @property
     def template(self) -> ChatTemplate:
         """The chat template messages are rendered with (the package's, or ``chat_template``)."""
+        engine = self.engine
         if self.chat_template is None:
-            return self.engine.template
-        if self._template is None:
-            self._template = ChatTemplate.for_package(self.engine.package, override=self.chat_template)
-        return self._template
+            return engine.template
+        if self._template is None or self._template[0] != self.chat_template:
+            self._template = (self.chat_template, ChatTemplate.for_package(engine.package, override=self.chat_template))
+        return self._template[1]
 
     @property
     def tokenizer(self) -> PackageTokenizer:
         """The package's tokenizer; ``Settings.tokenizer = llm.tokenizer`` makes LlamaIndex's counts exact."""
+        engine = self.engine
         if self._tokenizer is None:
-            self._tokenizer = PackageTokenizer(self.engine)
+            self._tokenizer = PackageTokenizer(engine)
         return self._tokenizer
 
     def _num_output(self) -> int:

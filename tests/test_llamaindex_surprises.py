@@ -1,16 +1,20 @@
-"""RyzenAILLM does not silently drop what it is given: unknown fields, aliases, context_window and
-serialization round trips, on real OGA and the fixture models."""
+"""RyzenAILLM does not silently drop what it is given: unknown fields, aliases, context_window,
+serialization round trips and copies (deepcopy, model_copy) on real OGA and the fixture models."""
 
 from __future__ import annotations
 
+import copy
+import logging
 import pickle
 
 import llama_index.core
 import pytest
+from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.tools import FunctionTool
 from pydantic import ValidationError
 
-from conftest import TINY_LLAMA
+from conftest import TINY_LLAMA, TINY_QWEN3
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import InvalidRequestError
 
@@ -27,6 +31,11 @@ def _fresh_settings(monkeypatch):
 
 def make(**fields) -> RyzenAILLM:
     return RyzenAILLM(model=str(TINY_LLAMA), temperature=0, execution="process", **fields)
+
+
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
 
 
 def usage(response) -> tuple[int, int | None]:
@@ -104,7 +113,7 @@ def test_context_window_must_leave_room_for_a_prompt():
 
 
 # ---------------------------------------------------------------------- serialization
-def test_to_dict_to_json_model_dump_and_pickle_round_trip():
+def test_to_dict_to_json_model_dump_and_pickle_round_trip(caplog):
     llm = make(max_tokens=7, context_window=1024, stop=["\n"], system_prompt="Be brief.")
     data = llm.to_dict()
     assert data["class_name"] == "RyzenAILLM" and data["max_new_tokens"] == 7
@@ -114,8 +123,57 @@ def test_to_dict_to_json_model_dump_and_pickle_round_trip():
         RyzenAILLM.model_validate(llm.model_dump()),
     ):
         assert twin.to_dict() == data
-    twin = pickle.loads(pickle.dumps(llm))
-    assert twin.to_dict() == data
+    llm.chat(USER)  # a loaded engine is not pickled: the copy reopens the shared one on first use
+    with caplog.at_level(logging.WARNING):
+        twin = pickle.loads(pickle.dumps(llm))
+    assert twin.to_dict() == data and not caplog.records
     assert usage(twin.chat(USER))[1] == 7
     with pytest.raises(ValidationError, match="class_name='OpenAI': these fields describe another LLM"):
         RyzenAILLM.model_validate({**data, "class_name": "OpenAI"})
+
+
+def test_pickling_never_changes_the_original():
+    llm = make(messages_to_prompt=lambda messages: "unpicklable")
+    pickle.dumps(llm)  # LlamaIndex leaves out what cannot be pickled, from the pickle only
+    assert llm.messages_to_prompt([]) == "unpicklable"
+
+
+# ---------------------------------------------------------------------- copies
+@pytest.mark.parametrize("used", [False, True], ids=["fresh", "after-a-call"])
+@pytest.mark.parametrize("how", ["deepcopy", "model_copy"])
+def test_deep_copies_share_the_engine_and_both_generate(how, used):
+    llm = make(max_new_tokens=6)
+    if used:
+        llm.chat(USER)
+    twin = copy.deepcopy(llm) if how == "deepcopy" else llm.model_copy(deep=True)
+    assert twin is not llm and twin.to_dict() == llm.to_dict()
+    assert twin._lock is not llm._lock
+    assert usage(twin.chat(USER))[1] == 6
+    assert usage(llm.chat(USER))[1] == 6
+    assert twin.engine is llm.engine  # one Engine: one loaded model, one worker
+
+
+def test_a_deep_copy_honours_changed_fields():
+    llm = make(max_new_tokens=12)
+    llm.chat(USER)
+    short = llm.model_copy(update={"max_new_tokens": 3}, deep=True)
+    tokens, asked = usage(short.chat(USER))
+    assert asked == 3 and tokens <= 3
+    assert short.engine is llm.engine and short.tokenizer is llm.tokenizer
+    assert usage(llm.chat(USER))[1] == 12  # the original keeps its fields
+    # a copy pointed at another package uses that package, never the original's loaded model
+    other = llm.model_copy(update={"model": str(TINY_QWEN3)}, deep=True)
+    assert other.engine.package.name == "tiny-qwen3" and other.chat(USER).message.content is not None
+    assert llm.engine.package.name == "tiny-llama"
+    assert copy.copy(llm).model_copy(update={"model": str(TINY_QWEN3)}).engine.package.name == "tiny-qwen3"
+
+
+# llama-index-workflows runs inspect.getmembers() on the agent (pydantic's deprecated instance
+# properties): warnings from the framework, not from this package.
+@pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
+def test_a_deep_copied_agent_shares_the_model():
+    llm = make(max_new_tokens=64)
+    agent = FunctionAgent(tools=[FunctionTool.from_defaults(multiply)], llm=llm, initial_tool_choice="multiply")
+    twin = copy.deepcopy(agent)
+    assert twin.llm is not llm and twin.llm.engine is llm.engine
+    assert twin.llm.chat_with_tools(twin.tools, "6 times 7?", tool_required=True).message.blocks
