@@ -22,6 +22,7 @@ are exact. "Never set" includes the tiktoken default LlamaIndex installs by itse
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import logging
@@ -29,7 +30,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import llama_index.core
@@ -47,7 +48,7 @@ from llama_index.core.base.llms.types import (
     MessageRole,
     TextBlock,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.instrumentation.events.llm import LLMStructuredPredictEndEvent, LLMStructuredPredictStartEvent
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
@@ -57,6 +58,7 @@ from llama_index.core.program.streaming_utils import process_streaming_content_i
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.types import Model, PydanticProgramMode
 from llama_index.core.utils import get_tokenizer
+from typing_extensions import Self
 
 from ryzenai_core.budget import ContextBudget
 from ryzenai_core.chat_template import ChatTemplate
@@ -99,6 +101,10 @@ _OPTION_KWARGS = frozenset(
 )
 _CALL_KWARGS = _OPTION_KWARGS | {"max_tokens", "tools", "tool_choice", "template_vars", "chat_template", "timeout"}
 _FORCED = ("required", "any")
+#: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
+_FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
+#: Private attributes that belong to the model package, shared by copies (never copied).
+_SHARED_PRIVATE = ("_engine", "_tokenizer", "_template")
 #: Template families with a tool-call format the core can parse and force.
 _TOOL_FAMILIES = ("llama3", "qwen3", "chatml")
 
@@ -189,11 +195,17 @@ class RyzenAILLM(FunctionCallingLLM):
     which needs the tokenizer). The model runs in a worker process by default
     (``execution="process"``), shared with every adapter that names the same folder.
 
+    An unknown field is an error (with the closest accepted name); ``max_tokens``, the name
+    LlamaIndex's OpenAI-style LLMs use, is accepted for ``max_new_tokens``. Copies
+    (``copy.deepcopy``, ``model_copy``) share the loaded model.
+
     Example:
         >>> from llama_index.core import Settings
         >>> Settings.llm = RyzenAILLM(model="C:/models/Llama-3.2-1B_rai_1.8.0_npu_4K")
         >>> Settings.tokenizer = Settings.llm.tokenizer  # exact token counts (optional)
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(
         description="The model package: a folder, an embedded model's name or a Hugging Face repository id."
@@ -228,6 +240,16 @@ class RyzenAILLM(FunctionCallingLLM):
         gt=0.0,
         description="Package tokens per Settings.tokenizer token for context_window; None = measured.",
     )
+    context_window: int | None = Field(
+        None,
+        ge=2,
+        description=(
+            "At most this many tokens (prompt + output, in Settings.tokenizer tokens) in what LlamaIndex packs: "
+            "metadata.context_window reports the smaller of this and the package's real room; calls without "
+            "max_new_tokens then produce at most metadata.num_output tokens. None = the package's real limit. "
+            "It cannot exceed the package's window."
+        ),
+    )
     use_package_tokenizer: bool = Field(
         True,
         description=(
@@ -239,16 +261,66 @@ class RyzenAILLM(FunctionCallingLLM):
     )
 
     _engine: Engine | None = PrivateAttr(default=None)
+    _engine_key: str | None = PrivateAttr(default=None)
     _tokenizer: PackageTokenizer | None = PrivateAttr(default=None)
-    _template: ChatTemplate | None = PrivateAttr(default=None)
+    _template: tuple[str, ChatTemplate] | None = PrivateAttr(default=None)
     _scaffold: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _warned: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        return _checked_fields(cls, data) if isinstance(data, Mapping) else data
 
     @field_validator("model", mode="before")
     @classmethod
     def _path_to_str(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @model_validator(mode="after")
+    def _window_fits_the_output(self) -> Self:
+        if self.context_window is not None and self.max_new_tokens is not None:
+            if self.max_new_tokens >= self.context_window:
+                raise ValueError(
+                    f"context_window={self.context_window} leaves no room for a prompt after "
+                    f"max_new_tokens={self.max_new_tokens}; lower max_new_tokens or raise context_window"
+                )
+        return self
+
+    # ------------------------------------------------------------------ copies
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy sharing the loaded model; ``update`` keys are checked like constructor fields.
+
+        Raises:
+            ValueError: an unknown field in ``update`` (values are not validated, as in pydantic).
+        """
+        checked = _checked_fields(type(self), update) if update else None
+        source = self.__deepcopy__() if deep else self  # pydantic's deep update path would copy the engine
+        return super(RyzenAILLM, source).model_copy(update=checked)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        """A deep copy of the fields; the engine (loaded model), tokenizer and template are shared.
+
+        The copy gets its own lock; nothing is loaded or started twice.
+        """
+        memo = {} if memo is None else memo
+        private = self.__pydantic_private__ or {}
+        for name in _SHARED_PRIVATE:
+            value = private.get(name)
+            if value is not None:
+                memo[id(value)] = value
+        lock = private.get("_lock")
+        if lock is not None:
+            memo[id(lock)] = threading.Lock()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Fields only: the engine, locks and caches belong to this process (reopened on first use)."""
+        bare = self.__copy__()  # LlamaIndex's filter may drop unpicklable fields: never from this object
+        object.__setattr__(bare, "__pydantic_private__", None)
+        state: dict[str, Any] = super(RyzenAILLM, bare).__getstate__()
+        return state
 
     @classmethod
     def class_name(cls) -> str:
@@ -259,9 +331,14 @@ class RyzenAILLM(FunctionCallingLLM):
     @property
     def engine(self) -> Engine:
         """The shared :class:`~ryzenai_core.engine.Engine` (opened on first use, model loaded lazily)."""
+        key = json.dumps(
+            [self.model, self.provider, self.num_threads, self.release, self.execution, self.session_options],
+            sort_keys=True,
+            default=str,
+        )
         with self._lock:
-            if self._engine is None:
-                self._engine = Engine.get(
+            if self._engine is None or self._engine_key != key:  # a copy with another model, provider, ...
+                engine = Engine.get(
                     self.model,
                     provider=self.provider,
                     num_threads=self.num_threads,
@@ -269,6 +346,9 @@ class RyzenAILLM(FunctionCallingLLM):
                     execution=self.execution,
                     session_options=self.session_options or None,
                 )
+                if engine is not self._engine:
+                    self._tokenizer, self._template, self._scaffold = None, None, {}
+                self._engine, self._engine_key = engine, key
             return self._engine
 
     @property
@@ -279,22 +359,44 @@ class RyzenAILLM(FunctionCallingLLM):
     @property
     def template(self) -> ChatTemplate:
         """The chat template messages are rendered with (the package's, or ``chat_template``)."""
+        engine = self.engine
         if self.chat_template is None:
-            return self.engine.template
-        if self._template is None:
-            self._template = ChatTemplate.for_package(self.engine.package, override=self.chat_template)
-        return self._template
+            return engine.template
+        if self._template is None or self._template[0] != self.chat_template:
+            self._template = (self.chat_template, ChatTemplate.for_package(engine.package, override=self.chat_template))
+        return self._template[1]
 
     @property
     def tokenizer(self) -> PackageTokenizer:
         """The package's tokenizer; ``Settings.tokenizer = llm.tokenizer`` makes LlamaIndex's counts exact."""
+        engine = self.engine
         if self._tokenizer is None:
-            self._tokenizer = PackageTokenizer(self.engine)
+            self._tokenizer = PackageTokenizer(engine)
         return self._tokenizer
 
     def _num_output(self) -> int:
+        """Output tokens of a call without ``max_new_tokens`` as metadata reports them.
+
+        Raises:
+            InvalidRequestError: ``context_window`` over the package's window, or not above the output.
+        """
         budget = self.budget
-        return int(min(self.max_new_tokens or budget.num_output, budget.window - 1))
+        n = int(min(self.max_new_tokens or budget.num_output, budget.window - 1))
+        if self.context_window is not None:
+            name = self.engine.package.name
+            if self.context_window > budget.window:
+                raise InvalidRequestError(
+                    f"context_window={self.context_window} is larger than the window of {name} "
+                    f"({budget.window} tokens, prompt limit {budget.prompt_limit}); it can only lower the limit: "
+                    "use a value up to the window, or leave context_window unset for the package's own"
+                )
+            if n >= self.context_window:
+                raise InvalidRequestError(
+                    f"context_window={self.context_window} leaves no room for a prompt after {n} output tokens "
+                    f"({'max_new_tokens' if self.max_new_tokens else 'the default output budget of ' + name}); "
+                    f"set max_new_tokens below {self.context_window} or raise context_window"
+                )
+        return n
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -320,7 +422,8 @@ class RyzenAILLM(FunctionCallingLLM):
         self._adopt_tokenizer()
         n = self._num_output()
         room = max(0, math.floor(self._prompt_room(n) / self._ratio()))
-        if room < SMALL_ROOM and not self._warned:
+        window = n + room if self.context_window is None else min(n + room, self.context_window)
+        if room < SMALL_ROOM and not self._warned:  # the package's room: a smaller context_window is chosen
             self._warned = True
             logger.warning(
                 "%s leaves LlamaIndex only %d tokens of prompt (counted with Settings.tokenizer) after %d "
@@ -331,7 +434,7 @@ class RyzenAILLM(FunctionCallingLLM):
                 n,
             )
         return LLMMetadata(
-            context_window=n + room,
+            context_window=window,
             num_output=n,
             is_chat_model=True,
             is_function_calling_model=self.template.supports_tools and self.template.family in _TOOL_FAMILIES,
@@ -456,6 +559,8 @@ class RyzenAILLM(FunctionCallingLLM):
             "overflow": self.overflow,
         }
         values.update(call)
+        if values["max_new_tokens"] is None and self.context_window is not None:
+            values["max_new_tokens"] = self._num_output()  # the smaller window holds the output too
         forced, name = _forced_tool(choice)
         if choice == "none":
             tools = []
@@ -785,6 +890,47 @@ class RyzenAILLM(FunctionCallingLLM):
 
 
 # ---------------------------------------------------------------------- helpers
+def _checked_fields(cls: type[RyzenAILLM], data: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor (or ``model_copy`` update) fields with aliases resolved; unknown names refused.
+
+    ``class_name`` (added by ``to_dict`` / ``model_dump``) is dropped when it names this class.
+
+    Raises:
+        ValueError: an unknown field (with the closest accepted names), another class's
+            ``class_name``, or an alias and its field given different values.
+    """
+    fields = dict(data)
+    if "class_name" in fields:
+        if fields["class_name"] != cls.class_name():
+            raise ValueError(
+                f"class_name={fields['class_name']!r}: these fields describe another LLM, not {cls.class_name()}; "
+                f"load them with that class (or llama_index.core.llms.loading.load_llm)"
+            )
+        del fields["class_name"]
+    for alias, name in _FIELD_ALIASES.items():
+        if alias in fields:
+            value = fields.pop(alias)
+            if name in fields and fields[name] != value:
+                raise ValueError(
+                    f"{alias}={value!r} and {name}={fields[name]!r} disagree ({alias} is another name for "
+                    f"{name}); pass only {name}"
+                )
+            fields[name] = value
+    accepted = sorted(cls.model_fields)
+    unknown = [key for key in fields if key not in cls.model_fields]
+    if unknown:
+        named = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), [*accepted, *_FIELD_ALIASES], n=2, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            named.append(f"{key!r}{hint}")
+        raise ValueError(
+            f"{cls.__name__} got unknown field(s) {', '.join(named)}; accepted fields: {', '.join(accepted)} "
+            f"(and {', '.join(f'{a} for {n}' for a, n in _FIELD_ALIASES.items())})"
+        )
+    return fields
+
+
 def _tool_spec(tool: Any) -> dict[str, Any]:
     """A tool as an OpenAI function dict (LlamaIndex tools, or dicts as they are)."""
     if isinstance(tool, dict):
