@@ -508,6 +508,7 @@ class Engine:
         self.template = ChatTemplate.for_package(self.package)
         self._backend: _InlineBackend | _WorkerBackend | None = None
         self._backend_lock = threading.Lock()
+        self._counts: dict[str, int] = {}
 
     @classmethod
     def get(
@@ -608,6 +609,15 @@ class Engine:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""
         return list(self.backend.call("encode", text))
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` alone (cached: for fixed texts such as a tool call's framing)."""
+        cache = self._counts
+        if text not in cache:
+            if len(cache) >= 1024:
+                cache.clear()
+            cache[text] = len(self.encode(text))
+        return cache[text]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of token ids."""

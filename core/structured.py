@@ -2,9 +2,12 @@
 
 A JSON schema alone lets a weak or unlucky model write a string until the token budget
 runs out, and JSON cut off there is not an answer. :func:`bound_schema` bounds every
-free-form string, array and number from the token budget, so the grammar itself closes
-within ``max_new_tokens``; the engine raises a clear error in the rare case it still
-does not. :func:`tool_call_guidance` forces a tool call in the model family's own format
+free-form string, array and number from the token budget, counting the longest value in
+bytes (a token is at least one byte, whatever tokenization the model picks), so a budget
+that passes the check holds the whole output, and one that cannot is refused before
+generating. Free-form keys and ``pattern`` strings cannot be bounded: for those the count is
+an estimate, and the engine raises a clear error in the rare case the output still does
+not close. :func:`tool_call_guidance` forces a tool call in the model family's own format
 (Qwen3 ``<tool_call>`` JSON, Llama 3.2 bare JSON) with arguments that match the tool's
 schema.
 """
@@ -13,14 +16,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidRequestError
 from .messages import normalize_tools
 from .options import Guidance
 
-__all__ = ["bound_schema", "json_object_guidance", "json_schema_guidance", "tool_call_guidance"]
+__all__ = ["bound_schema", "json_object_guidance", "json_schema_guidance", "output_bound", "tool_call_guidance"]
 
 _MAX_ITEMS = 8
 _NUMBER_BOUND = 10**12
@@ -28,34 +31,10 @@ _NUMBER_STEP = 0.0001
 _NO_WHITESPACE = {"whitespace_flexible": False}
 
 
-def _slots(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> int:
-    """How many free-form strings a value of ``schema`` can hold (arrays multiply)."""
-    if not isinstance(schema, dict) or depth > 20:
-        return 0
-    if "$ref" in schema:
-        ref = str(schema["$ref"]).rsplit("/", 1)[-1]
-        return _slots(defs.get(ref), defs, depth + 1)
-    total = 0
-    types = schema.get("type")
-    types = types if isinstance(types, list) else [types]
-    if "string" in types and not any(k in schema for k in ("enum", "const", "format", "pattern")):
-        total += 1
-    for key in ("properties",):
-        for sub in (schema.get(key) or {}).values():
-            total += _slots(sub, defs, depth + 1)
-    if isinstance(schema.get("items"), dict):
-        total += _MAX_ITEMS * _slots(schema["items"], defs, depth + 1)
-    for key in ("anyOf", "oneOf", "allOf"):
-        subs = schema.get(key) or []
-        if subs:
-            total += max(_slots(s, defs, depth + 1) for s in subs)
-    return total
-
-
-def _bound(schema: Any, chars: int) -> None:
+def _bound(schema: Any, chars: int, items: int = _MAX_ITEMS) -> None:
     if isinstance(schema, list):
         for s in schema:
-            _bound(s, chars)
+            _bound(s, chars, items)
         return
     if not isinstance(schema, dict):
         return
@@ -66,8 +45,10 @@ def _bound(schema: Any, chars: int) -> None:
         schema["minLength"] = min(int(schema.get("minLength", 0)), schema["maxLength"])
     if "object" in types and "properties" in schema:
         schema.setdefault("additionalProperties", False)
+    elif "object" in types:  # free-form keys cannot be bounded by the grammar; their number can
+        schema["maxProperties"] = min(int(schema.get("maxProperties", items)), items)
     if "array" in types:
-        schema["maxItems"] = min(int(schema.get("maxItems", _MAX_ITEMS)), _MAX_ITEMS)
+        schema["maxItems"] = min(int(schema.get("maxItems", items)), items)
         schema["minItems"] = min(int(schema.get("minItems", 0)), schema["maxItems"])
     if "integer" in types or "number" in types:
         schema.setdefault("minimum", -_NUMBER_BOUND)
@@ -76,34 +57,131 @@ def _bound(schema: Any, chars: int) -> None:
         schema.setdefault("multipleOf", _NUMBER_STEP)  # bounds the digits after the point
     for value in schema.values():
         if isinstance(value, (dict, list)):
-            _bound(value, chars)
+            _bound(value, chars, items)
 
 
-def bound_schema(schema: Mapping[str, Any], max_new_tokens: int) -> dict[str, Any]:
-    """A copy of ``schema`` whose every value fits in about ``max_new_tokens`` tokens.
+def _worst_bytes(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> int:
+    """The most UTF-8 bytes a value of a bounded ``schema`` can take (no free whitespace).
 
-    Free-form strings get a ``maxLength`` shared out of the budget (a sixth of a token per
-    character: escapes and multi-byte text can take several tokens a character), arrays at
-    most 8 items, numbers at most 13 digits before the point and 4 after, objects no extra keys, and
-    no free whitespace. Existing tighter bounds are kept.
+    Every token is at least one byte, so this bounds the tokens of the value under any
+    tokenization the model may choose. Strings count 6 bytes a character (a ``\\uXXXX``
+    escape); ``", "`` and ``": "`` separators are assumed. A value the bounds cannot reach
+    (a ``pattern`` or ``format`` string, an object with free keys, an array without
+    ``items``) counts as 32 characters of string: an estimate, not a bound.
+    """
+    if not isinstance(schema, dict) or depth > 20:
+        return _free_value()
+    if "$ref" in schema:
+        return _worst_bytes(defs.get(str(schema["$ref"]).rsplit("/", 1)[-1]), defs, depth + 1)
+    if "const" in schema:
+        return _literal_bytes([schema["const"]])
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return _literal_bytes(schema["enum"])
+    subs = [s for key in ("anyOf", "oneOf", "allOf") for s in (schema.get(key) or [])]
+    worst = max((_worst_bytes(s, defs, depth + 1) for s in subs), default=0)
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types] if types is not None else []
+    if not types and not subs:
+        types = ["object"] if "properties" in schema else []
+        if not types:
+            return _free_value()
+    for kind in types:
+        worst = max(worst, _type_bytes(kind, schema, defs, depth))
+    return worst
+
+
+def _type_bytes(kind: Any, schema: dict[str, Any], defs: Mapping[str, Any], depth: int) -> int:
+    if kind == "string":
+        if any(k in schema for k in ("format", "pattern")) or "maxLength" not in schema:
+            return _free_value()
+        return 2 + 6 * int(schema["maxLength"])
+    if kind in ("integer", "number"):
+        digits = max(len(str(int(schema.get(k, _NUMBER_BOUND)))) for k in ("minimum", "maximum"))
+        return digits + 1 + (6 if kind == "number" else 0)  # sign, point and 4 decimals (+ slack)
+    if kind == "boolean":
+        return 5
+    if kind == "null":
+        return 4
+    if kind == "array":
+        items = schema.get("items")
+        n = int(schema.get("maxItems", _MAX_ITEMS))
+        per = _worst_bytes(items, defs, depth + 1) if isinstance(items, dict) else _free_value()
+        return 2 + n * per + 2 * max(0, n - 1)
+    if kind == "object":
+        props = schema.get("properties") or {}
+        if not props and schema.get("additionalProperties", True) is not False:
+            n = int(schema.get("maxProperties", _MAX_ITEMS))
+            extra = schema.get("additionalProperties")
+            value = _worst_bytes(extra, defs, depth + 1) if isinstance(extra, dict) else _free_value()
+            return 2 + n * (_free_value() + 2 + value) + 2 * max(0, n - 1)
+        members = [len(json.dumps(k).encode()) + 2 + _worst_bytes(v, defs, depth + 1) for k, v in props.items()]
+        return 2 + sum(members) + 2 * max(0, len(members) - 1)
+    return _free_value()
+
+
+def _free_value() -> int:
+    return 2 + 6 * 32
+
+
+def _literal_bytes(values: Sequence[Any]) -> int:
+    return max(max(len(json.dumps(v).encode()), len(json.dumps(v, ensure_ascii=False).encode())) for v in values)
+
+
+def output_bound(schema: Mapping[str, Any]) -> int:
+    """The most tokens a value of the bounded ``schema`` can take (see :func:`_worst_bytes`)."""
+    out = dict(schema)
+    defs = {**(out.get("$defs") or {}), **(out.get("definitions") or {})}
+    return _worst_bytes(out, defs)
+
+
+def bound_schema(schema: Mapping[str, Any], max_new_tokens: int, *, overhead: int = 0) -> dict[str, Any]:
+    """A copy of ``schema`` whose every value fits in ``max_new_tokens - overhead`` tokens.
+
+    Free-form strings get the largest ``maxLength`` with which the longest value the
+    schema admits still fits (counted in bytes, which no tokenization can exceed: see
+    :func:`output_bound`), arrays at most 8 items (fewer when 8 would leave strings less
+    than 8 characters), numbers at most 13 digits before the
+    point and 4 after, objects no extra keys, and no free whitespace. Existing tighter
+    bounds are kept. One token is kept for the end of the turn after the value.
 
     Raises:
-        InvalidRequestError: the schema is not a JSON object schema, or the budget is too small.
+        InvalidRequestError: the schema is not a JSON object schema, or the budget is too
+            small for its longest value with one character per free-form string.
     """
     if not isinstance(schema, Mapping):
         raise InvalidRequestError(f"a JSON schema must be a dict, got {type(schema).__name__}")
-    out = copy.deepcopy(dict(schema))
-    defs = {**(out.get("$defs") or {}), **(out.get("definitions") or {})}
-    slots = _slots(out, defs)
-    skeleton = len(json.dumps(out.get("properties", {})).split('"')) // 2  # rough: one token per key
-    room = max_new_tokens - skeleton
-    if slots and room < 4 * slots:
+    room = max_new_tokens - overhead - 1
+
+    def bounded(chars: int, items: int) -> dict[str, Any]:
+        out = copy.deepcopy(dict(schema))
+        _bound(out, chars, items)
+        return out
+
+    def widest(items: int) -> int:
+        """The largest string bound with which the longest value fits (0: none fits)."""
+        if output_bound(bounded(1, items)) > room:
+            return 0
+        lo, hi = 1, max(1, room // 6)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if output_bound(bounded(mid, items)) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    # Prefer the most array items that leave strings room for a few words, then fewer items.
+    fits = [(items, widest(items)) for items in (_MAX_ITEMS, 4, 2, 1)]
+    chosen = next(((i, c) for i, c in fits if c >= 8), None) or next(((i, c) for i, c in fits if c >= 1), None)
+    if chosen is None:
+        need = output_bound(bounded(1, 1))
         raise InvalidRequestError(
-            f"max_tokens={max_new_tokens} is too small for this schema ({slots} free-form strings and "
-            f"about {skeleton} tokens of structure); raise max_tokens to at least {skeleton + 4 * slots}"
+            f"max_new_tokens={max_new_tokens} is too small for this schema: its longest value takes up to "
+            f"{need} tokens with one character per free-form string and one item per array"
+            f"{f' after {overhead} tokens of framing' if overhead else ''}, and one token ends the turn; raise "
+            f"the output budget (max_tokens) to at least {need + overhead + 1}"
         )
-    chars = max(1, room // (6 * slots)) if slots else 1
-    _bound(out, chars)
+    out = bounded(chosen[1], chosen[0])
     out["x-guidance"] = {**_NO_WHITESPACE, **(out.get("x-guidance") or {})}
     return out
 
@@ -148,6 +226,12 @@ def json_object_guidance(max_new_tokens: int) -> Guidance:
     return Guidance(type="lark_grammar", data=grammar)
 
 
+def _bounded_min(schema: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(schema))
+    _bound(out, 1, 1)
+    return out
+
+
 def _lark_string(text: str) -> str:
     return json.dumps(text)
 
@@ -157,14 +241,23 @@ def tool_call_guidance(
     tools: Sequence[Mapping[str, Any]],
     max_new_tokens: int,
     name: str | None = None,
+    *,
+    count_tokens: Callable[[str], int] | None = None,
 ) -> Guidance:
     """Guidance that forces one call to ``name`` (or to any of ``tools``) in the family's format.
+
+    The budget check counts the call's framing (markers, ``{"name": ..., "arguments": ``)
+    with ``count_tokens``, the package tokenizer: text the grammar forces is emitted in the
+    tokenizer's own tokens. The arguments, which the model writes, are counted in bytes (see
+    :func:`bound_schema`). So a budget that passes holds the whole call and its end of turn.
 
     Args:
         family: the chat template family (``qwen3``, ``chatml``, ``llama3``).
         tools: tool definitions (OpenAI function form).
-        max_new_tokens: the output budget the arguments must fit.
+        max_new_tokens: the output budget the call must fit.
         name: the tool to call; None lets the model choose among all of them.
+        count_tokens: tokens of a text with the package tokenizer; None counts bytes (an
+            upper bound for any tokenizer).
 
     Raises:
         InvalidRequestError: no tools, an unknown name, or a family without a tool format.
@@ -190,19 +283,18 @@ def tool_call_guidance(
     for i, tool in enumerate(normalized):
         fn = tool["function"]
         prefix = head + "{" + f'"name": {json.dumps(fn["name"])}, "{args_key}": '
-        # The call's own text comes first: about one token per two characters (its markers and
-        # keys are common tokens); the engine still fails clearly if a call overruns.
-        wrapper = (len(prefix) + len(tail) + 1) // 2
-        budget = max_new_tokens - wrapper
+        count = count_tokens or (lambda text: len(text.encode()))
+        framing = count(prefix) + count(tail)
         try:
-            if budget < 4:
-                raise InvalidRequestError("no room")
-            params = bound_schema(fn["parameters"] or {"type": "object", "properties": {}}, budget)
+            params = bound_schema(
+                fn["parameters"] or {"type": "object", "properties": {}}, max_new_tokens, overhead=framing
+            )
         except InvalidRequestError:
-            need = wrapper + max(16, 4 * _slots(fn["parameters"] or {}, {}) + 8)
+            need = framing + output_bound(_bounded_min(fn["parameters"] or {})) + 1
             raise InvalidRequestError(
-                f"max_tokens={max_new_tokens} is too small for a forced call to {fn['name']!r}: the call's own "
-                f"text takes up to {wrapper} tokens before its arguments; raise max_tokens to at least {need}"
+                f"max_new_tokens={max_new_tokens} is too small for a forced call to {fn['name']!r}: the call takes up "
+                f"to {need} tokens ({framing} of framing, the longest arguments with one character per free-form "
+                f"string, one to end the turn); raise the output budget (max_tokens) to at least {need}"
             ) from None
         rules.append(f"call{i}: {_lark_string(prefix)} args{i} {_lark_string(tail)}")
         rules.append(f"args{i}: %json {json.dumps(params)}")

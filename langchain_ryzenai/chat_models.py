@@ -669,7 +669,7 @@ class ChatRyzenAI(BaseChatModel):
             values["max_new_tokens"] = budget
             if forced:
                 family = self._family(engine, values.get("template_vars", {}).get("chat_template"))
-                guidance = tool_call_guidance(family, tools, budget, name)
+                guidance = tool_call_guidance(family, tools, budget, name, count_tokens=engine.count_text)
             elif not isinstance(response_format, Mapping):
                 raise InvalidRequestError(f"response_format must be a dict, got {type(response_format).__name__}")
             else:

@@ -568,7 +568,11 @@ class RyzenAILLM(FunctionCallingLLM):
             values["tools"] = tools
         if forced:
             values["guidance"] = tool_call_guidance(
-                self.template.family, tools, values.get("max_new_tokens") or self._num_output(), name
+                self.template.family,
+                tools,
+                values.get("max_new_tokens") or self._num_output(),
+                name,
+                count_tokens=self.engine.count_text,
             )
         guidance = values.get("guidance")
         if isinstance(guidance, dict):

@@ -133,7 +133,7 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
         InvalidRequestError, ["lark_grammar", "could not be compiled", "fix the schema/grammar"]),
     "structured output budget too small": (
         lambda t: json_schema_guidance({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}, 6),
-        InvalidRequestError, ["max_tokens=6 is too small", "raise max_tokens to at least"]),
+        InvalidRequestError, ["max_new_tokens=6 is too small", "raise the output budget (max_tokens) to at least"]),
     "chat template that raises": (
         lambda t: gen(shared(), template_vars={"chat_template": "{{ raise_exception('no system role here') }}"}),
         ChatTemplateError, ["no system role here"]),

@@ -23,17 +23,33 @@ SCHEMA = {
     "required": ["title", "tags", "score", "meta", "kind"],
 }
 TOOLS = [
-    {"type": "function", "function": {"name": "multiply", "description": "a times b", "parameters": {
-        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
-    {"type": "function", "function": {"name": "search", "description": "web search", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "multiply",
+            "description": "a times b",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "web search",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+        },
+    },
 ]
 MSGS = [ChatMessage("user", "Fill the form.")]
 
 
 def test_bound_schema_bounds_every_free_form_value():
-    b = bound_schema(SCHEMA, 300)
-    assert b["properties"]["title"]["maxLength"] >= 1
+    b = bound_schema(SCHEMA, 1000)
+    assert b["properties"]["title"]["maxLength"] >= 8
     assert b["properties"]["tags"]["maxItems"] == 8
     assert b["properties"]["tags"]["items"]["maxLength"] == b["properties"]["title"]["maxLength"]
     assert "maxLength" not in b["properties"]["kind"]
@@ -43,21 +59,29 @@ def test_bound_schema_bounds_every_free_form_value():
     assert SCHEMA["properties"]["title"] == {"type": "string"}  # the caller's schema is untouched
 
 
+def test_small_budgets_shorten_arrays_before_strings():
+    b = bound_schema(SCHEMA, 300)
+    assert b["properties"]["tags"]["maxItems"] < 8 and b["properties"]["title"]["maxLength"] >= 8
+
+
 def test_tighter_bounds_are_kept():
     b = bound_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 2}}}, 500)
     assert b["properties"]["s"]["maxLength"] == 2
 
 
 def test_budget_too_small_is_a_clear_error():
-    with pytest.raises(InvalidRequestError, match=r"max_tokens=20 is too small.*raise max_tokens to at least"):
+    with pytest.raises(InvalidRequestError, match=r"max_new_tokens=20 is too small.*\(max_tokens\) to at least 135"):
         bound_schema(SCHEMA, 20)
+    bound_schema(SCHEMA, 135)  # the budget the error names is enough
 
 
 @pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
-@pytest.mark.parametrize("budget", [100, 300, 1000])
+@pytest.mark.parametrize("budget", [150, 300, 1000])
 def test_bounded_schema_output_parses_within_the_budget(model, budget):
     e = Engine.get(model, execution="inline")
-    c = e.generate(MSGS, validated_options(max_new_tokens=budget, temperature=0, guidance=json_schema_guidance(SCHEMA, budget)))
+    c = e.generate(
+        MSGS, validated_options(max_new_tokens=budget, temperature=0, guidance=json_schema_guidance(SCHEMA, budget))
+    )
     data = json.loads(c.text)
     assert set(data) == {"title", "tags", "score", "meta", "kind"}
     assert c.finish_reason == "stop" and c.usage.completion_tokens <= budget
@@ -67,8 +91,8 @@ def test_bounded_schema_output_parses_within_the_budget(model, budget):
 @pytest.mark.parametrize("name", [None, "multiply", "search"])
 def test_forced_tool_call_in_the_family_format(model, name):
     e = Engine.get(model, execution="inline")
-    g = tool_call_guidance(e.template.family, TOOLS, 64, name)
-    c = e.generate(MSGS, validated_options(max_new_tokens=64, temperature=0, tools=TOOLS, guidance=g))
+    g = tool_call_guidance(e.template.family, TOOLS, 96, name, count_tokens=e.count_text)
+    c = e.generate(MSGS, validated_options(max_new_tokens=96, temperature=0, tools=TOOLS, guidance=g))
     assert c.finish_reason == "tool_calls" and len(c.tool_calls) == 1
     call = c.tool_calls[0]
     assert name is None or call.name == name
@@ -89,8 +113,61 @@ def test_family_without_tool_format():
 
 
 def test_forced_call_budget_counts_the_call_wrapper():
-    with pytest.raises(InvalidRequestError, match=r"max_tokens=20 is too small for a forced call to 'search'.*at least"):
+    with pytest.raises(
+        InvalidRequestError, match=r"max_new_tokens=20 is too small for a forced call to 'search'.*at least"
+    ):
         tool_call_guidance("qwen3", TOOLS, 20, "search")
+
+
+def _weather(city: str, days: int) -> str:
+    """Get the weather forecast for a city."""
+    return city * days
+
+
+def _magic(input: int) -> int:
+    """Applies a magic function to an input."""
+    return input
+
+
+def _search(query: str) -> str:
+    """Search the web."""
+    return query
+
+
+def _selections(choices: list[int], reason: str) -> str:
+    """Pick some of the numbered choices, and say why."""
+    return reason
+
+
+@pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
+@pytest.mark.parametrize("fn", [_weather, _magic, _search, _selections], ids=lambda f: f.__name__.strip("_"))
+def test_forced_call_is_refused_before_generating_or_completes(model, fn):
+    """A budget the check passes holds the whole call, whatever the model samples; a smaller one is
+    refused before generating, naming a budget that passes (LangChain tools, several seeds)."""
+    from langchain_core.tools import tool
+
+    tools = [tool(fn).tool_call_schema.model_json_schema()]
+    tools = [{"type": "function", "function": {"name": fn.__name__, "description": fn.__doc__, "parameters": tools[0]}}]
+    e = Engine.get(model, execution="inline")
+    family = e.template.family
+    need = None
+    for budget in range(8, 200, 4):
+        try:
+            tool_call_guidance(family, tools, budget, count_tokens=e.count_text)
+        except InvalidRequestError as exc:
+            assert "too small for a forced call" in str(exc) and "before" not in str(exc)
+            need = int(str(exc).rsplit("at least ", 1)[1])
+            continue
+        break
+    assert need is not None and budget >= need  # small budgets were refused, and the named one passes
+    tool_call_guidance(family, tools, need, count_tokens=e.count_text)
+    for budget in (need, need + 7, need + 40):
+        g = tool_call_guidance(family, tools, budget, count_tokens=e.count_text)
+        for seed in range(6):
+            c = e.generate(
+                MSGS, validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, tools=tools, guidance=g)
+            )
+            assert c.finish_reason == "tool_calls" and c.tool_calls[0].name == fn.__name__, (budget, seed, c.text)
 
 
 def test_json_mode_object_closes_within_the_budget():
@@ -98,7 +175,9 @@ def test_json_mode_object_closes_within_the_budget():
 
     e = Engine.get(TINY_QWEN3, execution="inline")
     for budget in (16, 64, 200):
-        c = e.generate(MSGS, validated_options(max_new_tokens=budget, temperature=0, guidance=json_object_guidance(budget)))
+        c = e.generate(
+            MSGS, validated_options(max_new_tokens=budget, temperature=0, guidance=json_object_guidance(budget))
+        )
         assert isinstance(json.loads(c.text), dict) and c.usage.completion_tokens <= budget
     with pytest.raises(InvalidRequestError, match="too small for JSON mode"):
         json_object_guidance(4)
