@@ -25,7 +25,6 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
@@ -118,9 +117,9 @@ ToolChoice = str | bool | dict[str, Any] | None
 
 
 # ---------------------------------------------------------------------- pure helpers
-def _short_name(model: str) -> str:
-    """The folder name of a model path (what traces and metadata show)."""
-    return Path(model).name or model
+def _model_name(model: Any) -> str:
+    """The model as the caller named it: a path as given, a repository id, an embedded model's name."""
+    return os.fspath(model) if isinstance(model, os.PathLike) else str(model)
 
 
 def _blocks(
@@ -578,8 +577,7 @@ class ChatRyzenAI(BaseChatModel):
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        model = kwargs.get("model") or kwargs.get("model_name") or self.model
-        params = LangSmithParams(ls_provider=PROVIDER, ls_model_name=_short_name(str(model)), ls_model_type="chat")
+        params = LangSmithParams(ls_provider=PROVIDER, ls_model_name=self._requested(kwargs), ls_model_type="chat")
         temperature = kwargs.get("temperature", self.temperature)
         if temperature is not None:
             params["ls_temperature"] = temperature
@@ -601,6 +599,10 @@ class ChatRyzenAI(BaseChatModel):
             release=self.release,
             execution=self.execution,
         )
+
+    def _requested(self, kwargs: Mapping[str, Any]) -> str:
+        """The model of a call as the caller named it (per-call ``model``/``model_name``, else the field)."""
+        return _model_name(kwargs.get("model") or kwargs.get("model_name") or self.model)
 
     def _template_values(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         chat_template = kwargs.get("chat_template") or self.chat_template
@@ -645,7 +647,8 @@ class ChatRyzenAI(BaseChatModel):
                 f"ChatRyzenAI does not take the keyword argument(s) {', '.join(unknown)}; "
                 f"accepted per call: {', '.join(sorted(CALL_KWARGS))}"
             )
-        engine = self._engine(kwargs.get("model") or kwargs.get("model_name"))
+        model_name = self._requested(kwargs)
+        engine = self._engine(model_name)
         values = self._option_values(stop, kwargs)
         tools = [convert_to_openai_tool(t) for t in kwargs.get("tools") or []]
         send_tools, forced, name = _tool_choice(kwargs.get("tool_choice"), tools)
@@ -678,7 +681,7 @@ class ChatRyzenAI(BaseChatModel):
         if guidance is not None:
             values["guidance"] = guidance
         timeout = kwargs.get("timeout", self.timeout)
-        return _Call(engine, _to_core_messages(messages), validated_options(**values), timeout, engine.package.name)
+        return _Call(engine, _to_core_messages(messages), validated_options(**values), timeout, model_name)
 
     @staticmethod
     def _family(engine: Engine, chat_template: str | None) -> str:

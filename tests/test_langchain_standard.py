@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from conftest import TINY_QWEN3
+from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 
 NEEDS_UNDERSTANDING = "random-weight fixture model: needs a model that understands its prompt"
@@ -89,7 +89,7 @@ class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
 
     @property
     def model_override_value(self) -> str:
-        return "tiny-random-llama"  # a model embedded in ryzenai-llm, by name
+        return str(TINY_LLAMA)  # a package folder: response_metadata["model_name"] is the path given
 
     def invoke_with_cache_read_input(self, *, stream: bool = False) -> AIMessage:
         """A second call on a shared prompt prefix reads the prefix's KV cache (prefix reuse)."""

@@ -1,0 +1,63 @@
+"""ChatRyzenAI takes what LangChain users pass it, and says so when it cannot (real OGA, fixture models).
+
+``response_metadata["model_name"]`` is the model the caller named.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from langchain_core.tools import tool
+
+from conftest import TINY_LLAMA, TINY_QWEN3
+from langchain_ryzenai import ChatRyzenAI
+
+QWEN = str(TINY_QWEN3)
+LLAMA = str(TINY_LLAMA)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def chat(**kw):
+    return ChatRyzenAI(**{"model": QWEN, "temperature": 0, "kv_reuse": False, **kw})
+
+
+# ---------------------------------------------------------------------- model_name is what the caller named
+def test_model_name_is_the_path_given():
+    msg = chat(max_tokens=2).invoke("Hello")
+    assert msg.response_metadata["model_name"] == QWEN
+    streamed = list(chat(model=TINY_QWEN3, max_tokens=2).stream("Hello"))
+    assert streamed[-1].response_metadata["model_name"] == QWEN
+    assert chat(max_tokens=2).invoke("Hello", model=LLAMA).response_metadata["model_name"] == LLAMA
+    assert chat(max_tokens=2).invoke("Hello", model=TINY_LLAMA).response_metadata["model_name"] == LLAMA
+    assert chat()._get_ls_params()["ls_model_name"] == QWEN
+    assert chat()._get_ls_params(model=LLAMA)["ls_model_name"] == LLAMA
+
+
+def test_model_name_of_an_embedded_model_is_its_name():
+    msg = chat(model="tiny-random-llama", max_tokens=2).invoke("Hello")
+    assert msg.response_metadata["model_name"] == "tiny-random-llama"
+
+
+def test_model_name_of_a_hub_model_is_the_repository_id(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    repo_id, commit = "amd/Llama-3.2-1B_rai_1.8.0_npu_4K", "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / ("models--" + repo_id.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(TINY_LLAMA, repo / "snapshots" / commit)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    llm = ChatRyzenAI(model=repo_id, temperature=0, max_tokens=2, execution="inline")
+    assert llm.invoke("Hello").response_metadata["model_name"] == repo_id
+    assert llm._get_ls_params()["ls_model_name"] == repo_id
+
+
+def test_path_objects_are_model_names_too():
+    assert chat(model=Path(QWEN))._get_ls_params()["ls_model_name"] == QWEN
