@@ -783,7 +783,7 @@ class ChatRyzenAI(BaseChatModel):
             return list(self.custom_get_token_ids(text))
         return [int(i) for i in self._engine().encode(text)]
 
-    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence[Any] | None = None) -> int:
+    def get_num_tokens_from_messages(self, messages: LanguageModelInput, tools: Sequence[Any] | None = None) -> int:
         """Prompt tokens of ``messages`` rendered by the package's chat template, as a call would send them.
 
         The count includes the template's framing and the opening of the answer, and the
@@ -791,15 +791,21 @@ class ChatRyzenAI(BaseChatModel):
         of a call with the same messages and tools (``trim_messages(token_counter=llm)``).
 
         Args:
-            messages: the conversation.
+            messages: what :meth:`invoke` takes: messages, ``(role, text)`` tuples, ``{"role": ...,
+                "content": ...}`` dicts and strings (a human message), in a list or mixed; one string;
+                a prompt value.
             tools: tools as for :meth:`bind_tools`.
+
+        Raises:
+            ValueError: something :meth:`invoke` would refuse too (an unknown role, a bad content block).
         """
-        if not messages:
+        converted = self._convert_input(messages).to_messages()
+        if not converted:
             return 0
         values = self._option_values(None, {})
         if tools:
             values["tools"] = [convert_to_openai_tool(t) for t in tools]
-        return int(self._engine().count_tokens(_to_core_messages(messages), validated_options(**values)))
+        return int(self._engine().count_tokens(_to_core_messages(converted), validated_options(**values)))
 
     # ------------------------------------------------------------------ tools and structured output
     def bind_tools(

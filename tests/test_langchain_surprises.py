@@ -1,6 +1,7 @@
 """ChatRyzenAI takes what LangChain users pass it, and says so when it cannot (real OGA, fixture models).
 
-``response_metadata["model_name"]`` is the model the caller named.
+``response_metadata["model_name"]`` is the model the caller named, and token counting takes
+whatever ``invoke`` takes.
 """
 
 from __future__ import annotations
@@ -8,6 +9,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.tools import tool
 
 from conftest import TINY_LLAMA, TINY_QWEN3
@@ -61,3 +65,35 @@ def test_model_name_of_a_hub_model_is_the_repository_id(tmp_path, monkeypatch):
 
 def test_path_objects_are_model_names_too():
     assert chat(model=Path(QWEN))._get_ls_params()["ls_model_name"] == QWEN
+
+
+# ---------------------------------------------------------------------- token counts take what invoke takes
+def test_token_counts_take_what_invoke_takes():
+    llm = chat(max_tokens=2)
+    msgs = [SystemMessage("You are terse."), HumanMessage("hi"), AIMessage("hello"), HumanMessage("bye")]
+    expected = llm.get_num_tokens_from_messages(msgs)
+    tuples = [("system", "You are terse."), ("human", "hi"), ("ai", "hello"), ("human", "bye")]
+    dicts = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "bye"},
+    ]
+    assert llm.get_num_tokens_from_messages(tuples) == expected
+    assert llm.get_num_tokens_from_messages(dicts) == expected
+    assert (
+        llm.get_num_tokens_from_messages([msgs[0], ("human", "hi"), {"role": "ai", "content": "hello"}, "bye"])
+        == expected
+    )
+    prompt = ChatPromptTemplate.from_messages(tuples).invoke({})
+    assert llm.get_num_tokens_from_messages(prompt) == expected
+    one = llm.get_num_tokens_from_messages("hi")
+    assert one == llm.get_num_tokens_from_messages([HumanMessage("hi")])
+    assert one == llm.invoke("hi").usage_metadata["input_tokens"]
+    assert llm.invoke(tuples).usage_metadata["input_tokens"] == expected
+    assert llm.get_num_tokens("hi there") == len(llm.get_token_ids("hi there")) > 0
+
+
+def test_token_counts_of_a_bad_message_are_a_clear_error():
+    with pytest.raises(ValueError, match="Unexpected message type: 'critic'"):
+        chat().get_num_tokens_from_messages([("critic", "x")])
