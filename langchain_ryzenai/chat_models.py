@@ -527,7 +527,7 @@ class ChatRyzenAI(BaseChatModel):
     top_k: int | None = Field(None, ge=0, description="sample among the k most likely tokens")
     repetition_penalty: float | None = Field(None, gt=0.0, description="1.0 = none")
     seed: int | None = Field(None, ge=0, description="random seed for sampling")
-    stop: list[str] | None = Field(None, description="strings that end the answer")
+    stop: list[str] | None = Field(None, description="strings that end the answer (one string or a list)")
     timeout: float | None = Field(None, gt=0.0, description="seconds a call may take; it is cancelled after")
     max_retries: int = Field(1, ge=0, description="new attempts after the model worker died before any output")
     provider: str | None = Field(None, description="None (the package's own), 'cpu', 'cuda' or 'dml'")
@@ -549,6 +549,15 @@ class ChatRyzenAI(BaseChatModel):
     @classmethod
     def _path_to_str(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list) and any(s == "" for s in value):
+            raise ValueError(f"stop strings must be non-empty, got {value!r}")
+        return value
 
     # ------------------------------------------------------------------ LangChain identity
     @property

@@ -13,6 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.tools import tool
+from pydantic import ValidationError
 
 from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
@@ -97,3 +98,10 @@ def test_token_counts_take_what_invoke_takes():
 def test_token_counts_of_a_bad_message_are_a_clear_error():
     with pytest.raises(ValueError, match="Unexpected message type: 'critic'"):
         chat().get_num_tokens_from_messages([("critic", "x")])
+
+
+# ---------------------------------------------------------------------- stop
+def test_stop_may_be_one_string():
+    assert ChatRyzenAI(model=QWEN, stop="END").stop == ["END"]
+    with pytest.raises(ValidationError, match="stop strings must be non-empty"):
+        ChatRyzenAI(model=QWEN, stop="")
