@@ -19,10 +19,11 @@ code path. Everything about OGA, templates, budgets and tokens stays in ``ryzena
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Literal
@@ -57,7 +58,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.json import parse_partial_json
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import AliasChoices, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from ryzenai_core import (
     ChatMessage,
@@ -120,6 +121,12 @@ ToolChoice = str | bool | dict[str, Any] | None
 def _model_name(model: Any) -> str:
     """The model as the caller named it: a path as given, a repository id, an embedded model's name."""
     return os.fspath(model) if isinstance(model, os.PathLike) else str(model)
+
+
+def _close_match(name: str, names: Iterable[str]) -> str | None:
+    """The name among ``names`` that ``name`` is most likely a misspelling of, if any."""
+    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+    return match[0] if match else None
 
 
 def _blocks(
@@ -408,6 +415,46 @@ class _Call:
     model_name: str
 
 
+def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Each field with every name the constructor takes for it (the name, its alias and validation aliases)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in fields:
+        info = cls.model_fields[name]
+        names = [name]
+        if info.alias:
+            names.append(info.alias)
+        if isinstance(info.validation_alias, str):
+            names.append(info.validation_alias)
+        elif isinstance(info.validation_alias, AliasChoices):
+            names.extend(c for c in info.validation_alias.choices if isinstance(c, str))
+        out[name] = tuple(dict.fromkeys(names))
+    return out
+
+
+def _init_kwargs(cls: type[ChatRyzenAI], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments, checked.
+
+    Raises:
+        InvalidRequestError: an unknown parameter (with the closest known name).
+    """
+    every = _field_names(cls, cls.model_fields)
+    accepted = {n for names in every.values() for n in names}
+    unknown = [k for k in kwargs if k not in accepted]
+    if unknown:
+        own = sorted(set(cls.model_fields) - set(BaseChatModel.model_fields) - {"api_key", "base_url"})
+        problems = []
+        for key in unknown:
+            match = _close_match(key, accepted)
+            problems.append(
+                f"{cls.__name__} got an unknown parameter {key!r}" + (f"; did you mean {match!r}?" if match else ".")
+            )
+        raise InvalidRequestError(
+            " ".join(problems) + f" {cls.__name__} takes {', '.join(own)} (and LangChain's callbacks, tags, "
+            "metadata, cache, rate_limiter, ...); chat-template variables go in model_kwargs."
+        )
+    return kwargs
+
+
 # ---------------------------------------------------------------------- the chat model
 class ChatRyzenAI(BaseChatModel):
     """Chat model on an AMD Ryzen AI model package (ONNX Runtime GenAI), for LangChain.
@@ -447,6 +494,9 @@ class ChatRyzenAI(BaseChatModel):
             or drops the oldest turns, keeping the system prompt and the newest message
             (``"drop_oldest"``).
         timeout, max_retries: seconds per call; retries after the worker process died.
+        api_key, base_url: accepted, as LangChain's standard chat-model parameters, and unused: the
+            model runs on this machine. Any other unknown parameter is an error that names the
+            closest known one (``temprature`` -> ``temperature``).
 
     Instantiate:
         .. code-block:: python
@@ -544,6 +594,21 @@ class ChatRyzenAI(BaseChatModel):
     model_kwargs: dict[str, Any] = Field(default_factory=dict, description="extra chat template variables")
     chat_template: str | None = Field(None, description="Jinja chat template (source or file) to use instead")
     streaming: bool = Field(False, description="stream to callbacks also in invoke()")
+    api_key: SecretStr | None = Field(
+        None, exclude=True, repr=False, description="accepted for LangChain compatibility and unused: no key needed"
+    )
+    base_url: str | None = Field(
+        None, exclude=True, repr=False, description="accepted for LangChain compatibility and unused: no server"
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        """Build the chat model; see the class docstring for the parameters.
+
+        Raises:
+            InvalidRequestError: an unknown parameter (with the closest known name).
+            pydantic.ValidationError: a value out of range.
+        """
+        super().__init__(**_init_kwargs(type(self), kwargs))
 
     @field_validator("model", mode="before")
     @classmethod
@@ -652,8 +717,10 @@ class ChatRyzenAI(BaseChatModel):
         """
         unknown = sorted(set(kwargs) - CALL_KWARGS)
         if unknown:
+            hints = [(k, _close_match(k, CALL_KWARGS)) for k in unknown]
+            named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
             raise InvalidRequestError(
-                f"ChatRyzenAI does not take the keyword argument(s) {', '.join(unknown)}; "
+                f"ChatRyzenAI does not take the keyword argument(s) {named}; "
                 f"accepted per call: {', '.join(sorted(CALL_KWARGS))}"
             )
         model_name = self._requested(kwargs)

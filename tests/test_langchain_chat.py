@@ -133,7 +133,7 @@ def test_aliases_paths_and_strict_fields():
     assert ChatRyzenAI(model=Path(QWEN)).model == QWEN
     assert ChatRyzenAI(model=QWEN, reasoning=False).enable_thinking is False
     assert ChatRyzenAI(model=QWEN, enable_thinking=True).enable_thinking is True
-    with pytest.raises(ValidationError, match="max_token"):
+    with pytest.raises(InvalidRequestError, match="unknown parameter 'max_token'; did you mean 'max_tokens'"):
         ChatRyzenAI(model=QWEN, max_token=5)
     with pytest.raises(ValidationError, match="temperature"):
         ChatRyzenAI(model=QWEN, temperature=-1)

@@ -33,14 +33,6 @@ class TestChatRyzenAIUnit(ChatModelUnitTests):
     def chat_model_params(self) -> dict[str, Any]:
         return {"model": str(TINY_QWEN3)}  # unit tests never load the model
 
-    @property
-    def standard_chat_model_params(self) -> dict[str, Any]:
-        # The standard params add api_key="test"; a local model has no key, and ChatRyzenAI
-        # rejects unknown parameters (extra="forbid") so that a typo is an error.
-        params = dict(super().standard_chat_model_params)
-        params.pop("api_key")
-        return params
-
 
 class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
     @property

@@ -1,7 +1,8 @@
 """ChatRyzenAI takes what LangChain users pass it, and says so when it cannot (real OGA, fixture models).
 
-``response_metadata["model_name"]`` is the model the caller named, and token counting takes
-whatever ``invoke`` takes.
+The standard constructor parameters of LangChain chat models are accepted while a misspelt
+option is still an error, ``response_metadata["model_name"]`` is the model the caller named,
+and token counting takes whatever ``invoke`` takes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
+from ryzenai_core import InvalidRequestError
 
 QWEN = str(TINY_QWEN3)
 LLAMA = str(TINY_LLAMA)
@@ -105,3 +107,35 @@ def test_stop_may_be_one_string():
     assert ChatRyzenAI(model=QWEN, stop="END").stop == ["END"]
     with pytest.raises(ValidationError, match="stop strings must be non-empty"):
         ChatRyzenAI(model=QWEN, stop="")
+
+
+# ---------------------------------------------------------------------- standard constructor parameters, typos
+def test_credentials_and_endpoints_of_hosted_models_are_accepted_and_unused():
+    llm = ChatRyzenAI(model=QWEN, api_key="sk-secret", base_url="http://localhost:8000/v1", max_retries=2)
+    assert "sk-secret" not in repr(llm) and "sk-secret" not in str(llm.model_dump())
+    assert "api_key" not in llm._identifying_params and "base_url" not in llm._identifying_params
+    assert llm.model == QWEN
+
+
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [("temprature", "temperature"), ("max_token", "max_tokens"), ("top_q", "top_p"), ("api_keys", "api_key")],
+)
+def test_a_misspelt_parameter_is_an_error_that_suggests_the_name(typo, suggestion):
+    with pytest.raises(InvalidRequestError, match=rf"unknown parameter {typo!r}; did you mean {suggestion!r}\?"):
+        ChatRyzenAI(model=QWEN, **{typo: 1})
+
+
+def test_an_unknown_parameter_lists_the_accepted_ones():
+    with pytest.raises(
+        InvalidRequestError, match=r"unknown parameter 'frobnicate'\. ChatRyzenAI takes .*max_tokens.*temperature"
+    ):
+        ChatRyzenAI(model=QWEN, frobnicate=True)
+
+
+def test_a_misspelt_call_keyword_suggests_the_name():
+    with pytest.raises(
+        InvalidRequestError,
+        match=r"does not take the keyword argument\(s\) max_new_token \(did you mean 'max_tokens'\?\)",
+    ):
+        chat().invoke("hi", max_new_token=3)
