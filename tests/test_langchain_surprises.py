@@ -1,8 +1,9 @@
 """ChatRyzenAI takes what LangChain users pass it, and says so when it cannot (real OGA, fixture models).
 
-The standard constructor parameters of LangChain chat models are accepted while a misspelt
-option is still an error, ``response_metadata["model_name"]`` is the model the caller named,
-and token counting takes whatever ``invoke`` takes.
+Generation options inside ``model_kwargs`` are honoured or refused (never sent to the chat
+template), the standard constructor parameters of LangChain chat models are accepted while a
+misspelt option is still an error, ``response_metadata["model_name"]`` is the model the caller
+named, and token counting takes whatever ``invoke`` takes.
 """
 
 from __future__ import annotations
@@ -139,3 +140,105 @@ def test_a_misspelt_call_keyword_suggests_the_name():
         match=r"does not take the keyword argument\(s\) max_new_token \(did you mean 'max_tokens'\?\)",
     ):
         chat().invoke("hi", max_new_token=3)
+
+
+# ---------------------------------------------------------------------- generation options in model_kwargs
+def test_model_kwargs_generation_options_become_the_fields():
+    llm = chat(model_kwargs={"max_tokens": 3, "top_k": 5, "seed": 7, "stop": "END", "date_string": "1 Jan 2026"})
+    assert (llm.max_tokens, llm.top_k, llm.seed, llm.stop) == (3, 5, 7, ["END"])
+    assert llm.model_kwargs == {"date_string": "1 Jan 2026"}  # the template variable stays
+    assert llm._get_ls_params()["ls_max_tokens"] == 3
+    msg = llm.invoke("Hello")
+    assert msg.usage_metadata["output_tokens"] == 3
+    assert msg.response_metadata["finish_reason"] == "length"
+
+
+def test_model_kwargs_take_the_names_other_runtimes_use():
+    llm = chat(model_kwargs={"max_new_tokens": 2, "random_seed": 3, "stop_sequences": ["x"], "reasoning": False})
+    assert (llm.max_tokens, llm.seed, llm.stop, llm.enable_thinking) == (2, 3, ["x"], False)
+    assert chat(model_kwargs={"max_completion_tokens": 4}).max_tokens == 4
+    assert chat(model_kwargs={"enable_thinking": False}).enable_thinking is False
+
+
+def test_model_kwargs_per_call_and_bound_limit_the_answer():
+    llm = chat(max_tokens=24)
+    assert llm.invoke("Hello", model_kwargs={"max_tokens": 3}).usage_metadata["output_tokens"] == 3
+    assert llm.bind(model_kwargs={"max_new_tokens": 2}).invoke("Hello").usage_metadata["output_tokens"] == 2
+    chunks = list(llm.stream("Hello", model_kwargs={"max_tokens": 3}))
+    assert chunks[-1].usage_metadata["output_tokens"] == 3
+    assert llm._get_ls_params(model_kwargs={"max_tokens": 3, "temperature": 0.5})["ls_max_tokens"] == 3
+    assert llm._get_ls_params(model_kwargs={"temperature": 0.5})["ls_temperature"] == 0.5
+
+
+async def test_model_kwargs_per_call_async():
+    msg = await chat(max_tokens=24).ainvoke("Hello", model_kwargs={"max_tokens": 3})
+    assert msg.usage_metadata["output_tokens"] == 3
+
+
+def test_model_kwargs_stop_per_call_cuts_the_answer():
+    llm = chat(max_tokens=40)
+    full = llm.invoke("Hello").content
+    stop = full[10:13]
+    assert stop.strip()
+    expected = full[: full.index(stop)]
+    assert llm.invoke("Hello", model_kwargs={"stop": [stop]}).content == expected
+    assert chat(max_tokens=40, model_kwargs={"stop": stop}).invoke("Hello").content == expected
+
+
+def test_model_kwargs_tools_per_call_are_the_tools():
+    llm = chat(max_tokens=4)
+    msgs = [HumanMessage("What is 1 + 2?")]
+    with_tools = llm.get_num_tokens_from_messages(msgs, tools=[add])
+    assert with_tools > llm.get_num_tokens_from_messages(msgs)
+    msg = llm.invoke(msgs, model_kwargs={"tools": [add]})
+    assert msg.usage_metadata["input_tokens"] == with_tools
+    bound = chat(max_tokens=4, model_kwargs={"tools": [add]})
+    assert bound.get_num_tokens_from_messages(msgs) == with_tools
+    assert bound.invoke(msgs).usage_metadata["input_tokens"] == with_tools
+
+
+def test_model_kwargs_given_twice_is_an_error():
+    with pytest.raises(
+        InvalidRequestError, match=r"max_tokens is given twice: max_tokens=5 and model_kwargs\['max_tokens'\]=3"
+    ):
+        ChatRyzenAI(model=QWEN, max_tokens=5, model_kwargs={"max_tokens": 3})
+    with pytest.raises(
+        InvalidRequestError, match=r"enable_thinking is given twice.*model_kwargs\['enable_thinking'\]=True"
+    ):
+        ChatRyzenAI(model=QWEN, reasoning=False, model_kwargs={"enable_thinking": True})
+    assert ChatRyzenAI(model=QWEN, max_tokens=3, model_kwargs={"max_tokens": 3}).max_tokens == 3
+    with pytest.raises(
+        InvalidRequestError, match=r"max_tokens is given twice: max_tokens=5 and model_kwargs\['max_new_tokens'\]=3"
+    ):
+        chat().invoke("Hello", max_tokens=5, model_kwargs={"max_new_tokens": 3})
+    with pytest.raises(InvalidRequestError, match=r"stop is given twice"):
+        chat().invoke("Hello", stop=["a"], model_kwargs={"stop": ["b"]})
+
+
+def test_model_kwargs_generation_options_that_are_not_supported_are_refused():
+    with pytest.raises(
+        InvalidRequestError, match=r"model_kwargs\['max_length'\]=50.*prompt \+ new tokens.*use max_tokens"
+    ):
+        ChatRyzenAI(model=QWEN, model_kwargs={"max_length": 50})
+    with pytest.raises(InvalidRequestError, match=r"model_kwargs\['presence_penalty'\]=0.5.*use repetition_penalty"):
+        ChatRyzenAI(model=QWEN, model_kwargs={"presence_penalty": 0.5})
+    with pytest.raises(InvalidRequestError, match=r"model_kwargs\['num_beams'\]=4.*beam search"):
+        chat().invoke("Hello", model_kwargs={"num_beams": 4})
+    with pytest.raises(InvalidRequestError, match=r"model_kwargs\['do_sample'\]=False.*temperature=0"):
+        chat().invoke("Hello", model_kwargs={"do_sample": False})
+    with pytest.raises(InvalidRequestError, match=r"model_kwargs\['num_threads'\]=2.*set when ChatRyzenAI is created"):
+        chat().invoke("Hello", model_kwargs={"num_threads": 2})
+    with pytest.raises(InvalidRequestError, match=r"model_kwargs\['messages'\].*the conversation itself"):
+        chat().invoke("Hello", model_kwargs={"messages": []})
+
+
+def test_model_kwargs_values_are_checked_like_the_fields():
+    with pytest.raises(ValidationError, match="max_tokens"):
+        ChatRyzenAI(model=QWEN, model_kwargs={"max_tokens": 0})
+    with pytest.raises(InvalidRequestError, match=r"top_p=2\.0"):
+        chat().invoke("Hello", model_kwargs={"top_p": 2.0})
+
+
+def test_model_kwargs_must_be_a_dict():
+    with pytest.raises(InvalidRequestError, match=r"model_kwargs must be a dict.*got list"):
+        chat().invoke("Hello", model_kwargs=[("max_tokens", 3)])
