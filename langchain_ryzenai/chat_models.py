@@ -19,13 +19,13 @@ code path. Everything about OGA, templates, budgets and tokens stays in ``ryzena
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
@@ -58,7 +58,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.json import parse_partial_json
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import AliasChoices, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from ryzenai_core import (
     ChatMessage,
@@ -104,6 +104,58 @@ CALL_KWARGS = frozenset(
     }
 )
 
+#: Other names of per-call options, as other runtimes and providers spell them (accepted in ``model_kwargs``).
+_OPTION_ALIASES = {
+    "max_new_tokens": "max_tokens",
+    "max_completion_tokens": "max_tokens",
+    "max_output_tokens": "max_tokens",
+    "random_seed": "seed",
+    "stop_sequences": "stop",
+    "reasoning": "enable_thinking",
+    "model_name": "model",
+}
+
+_BEAM_SEARCH = "beam search is not supported (decoding is greedy or sampled); leave it out"
+#: Generation options of other runtimes and providers that ChatRyzenAI does not have, and what to use instead.
+_UNSUPPORTED_OPTIONS = {
+    "max_length": (
+        "onnxruntime-genai's max_length counts prompt + new tokens and ChatRyzenAI sets it from the package's "
+        "budget; use max_tokens (new tokens)"
+    ),
+    "min_length": "a minimum answer length is not supported; leave it out",
+    "min_new_tokens": "a minimum answer length is not supported; leave it out",
+    "do_sample": "use temperature=0 for greedy decoding, a positive temperature to sample",
+    "num_beams": _BEAM_SEARCH,
+    "length_penalty": _BEAM_SEARCH,
+    "early_stopping": _BEAM_SEARCH,
+    "diversity_penalty": _BEAM_SEARCH,
+    "num_return_sequences": "a call returns one answer; use batch() for several",
+    "n": "a call returns one answer; use batch() for several",
+    "presence_penalty": "use repetition_penalty",
+    "frequency_penalty": "use repetition_penalty",
+    "no_repeat_ngram_size": "use repetition_penalty",
+    "min_p": "use top_p or top_k",
+    "typical_p": "use top_p or top_k",
+    "num_predict": "use max_tokens",
+    "num_ctx": "the context window is the package's (response_metadata['budget_plan']['window'])",
+    "logprobs": "token log-probabilities are not reported",
+    "top_logprobs": "token log-probabilities are not reported",
+    "logit_bias": "constrain the output with response_format or with_structured_output",
+}
+#: Names the chat template gets from ChatRyzenAI itself, which a template variable cannot replace.
+_RESERVED_TEMPLATE_VARS = {
+    "messages": "the conversation itself; pass the messages to invoke()",
+    "add_generation_prompt": "set by ChatRyzenAI (True: the prompt opens the answer)",
+}
+
+#: Options a call takes by keyword or inside ``model_kwargs``, each with every keyword that names it.
+_CALL_OPTIONS: dict[str, tuple[str, ...]] = {
+    **{name: (name,) for name in CALL_KWARGS - {"model_kwargs", "reasoning", "model_name"}},
+    "enable_thinking": ("enable_thinking", "reasoning"),
+    "model": ("model", "model_name"),
+    "stop": ("stop",),
+}
+
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 _UNSUPPORTED_BLOCKS = frozenset({"audio", "input_audio", "file", "video", "document", "text-plain", "image_file"})
 _IMAGE_BLOCKS = frozenset({"image", "image_url"})
@@ -118,9 +170,42 @@ ToolChoice = str | bool | dict[str, Any] | None
 
 
 # ---------------------------------------------------------------------- pure helpers
-def _short_name(model: str) -> str:
-    """The folder name of a model path (what traces and metadata show)."""
-    return Path(model).name or model
+def _model_name(model: Any) -> str:
+    """The model as the caller named it: a path as given, a repository id, an embedded model's name."""
+    return os.fspath(model) if isinstance(model, os.PathLike) else str(model)
+
+
+def _close_match(name: str, names: Iterable[str]) -> str | None:
+    """The name among ``names`` that ``name`` is most likely a misspelling of, if any."""
+    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+    return match[0] if match else None
+
+
+def _generation_option(key: str, value: Any) -> str:
+    """The per-call option a ``model_kwargs`` key names (after ``_OPTION_ALIASES``), or ``""``.
+
+    Raises:
+        InvalidRequestError: a generation option ChatRyzenAI does not have, or a name the template
+            gets from ChatRyzenAI itself.
+    """
+    if key in _UNSUPPORTED_OPTIONS:
+        raise InvalidRequestError(
+            f"model_kwargs[{key!r}]={value!r} is a generation option ChatRyzenAI does not have: "
+            f"{_UNSUPPORTED_OPTIONS[key]}"
+        )
+    if key in _RESERVED_TEMPLATE_VARS:
+        raise InvalidRequestError(
+            f"model_kwargs[{key!r}] cannot be a chat-template variable: it is {_RESERVED_TEMPLATE_VARS[key]}"
+        )
+    name = _OPTION_ALIASES.get(key, key)
+    return name if name in _CALL_OPTIONS else ""
+
+
+def _given_twice(name: str, first: str, first_value: Any, key: str, value: Any) -> InvalidRequestError:
+    return InvalidRequestError(
+        f"{name} is given twice: {first}={first_value!r} and model_kwargs[{key!r}]={value!r}; give it once "
+        f"(model_kwargs carries generation options as well as chat-template variables)"
+    )
 
 
 def _blocks(
@@ -409,6 +494,79 @@ class _Call:
     model_name: str
 
 
+def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Each field with every name the constructor takes for it (the name, its alias and validation aliases)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name in fields:
+        info = cls.model_fields[name]
+        names = [name]
+        if info.alias:
+            names.append(info.alias)
+        if isinstance(info.validation_alias, str):
+            names.append(info.validation_alias)
+        elif isinstance(info.validation_alias, AliasChoices):
+            names.extend(c for c in info.validation_alias.choices if isinstance(c, str))
+        out[name] = tuple(dict.fromkeys(names))
+    return out
+
+
+def _init_kwargs(cls: type[ChatRyzenAI], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Constructor arguments, checked, with the generation options of ``model_kwargs`` moved to their fields.
+
+    Raises:
+        InvalidRequestError: an unknown parameter; an option given both directly and in
+            ``model_kwargs`` with different values; an option ChatRyzenAI does not have.
+    """
+    every = _field_names(cls, cls.model_fields)
+    accepted = {n for names in every.values() for n in names}
+    unknown = [k for k in kwargs if k not in accepted]
+    if unknown:
+        own = sorted(set(cls.model_fields) - set(BaseChatModel.model_fields) - {"api_key", "base_url"})
+        problems = []
+        for key in unknown:
+            match = _close_match(key, accepted)
+            problems.append(
+                f"{cls.__name__} got an unknown parameter {key!r}" + (f"; did you mean {match!r}?" if match else ".")
+            )
+        raise InvalidRequestError(
+            " ".join(problems) + f" {cls.__name__} takes {', '.join(own)} (and LangChain's callbacks, tags, "
+            "metadata, cache, rate_limiter, ...); chat-template variables go in model_kwargs."
+        )
+    extra = kwargs.get("model_kwargs")
+    if not isinstance(extra, Mapping) or not extra:
+        return kwargs
+    fields = set(cls.model_fields) - set(BaseChatModel.model_fields) - {"model_kwargs", "api_key", "base_url"}
+    own_names = _field_names(cls, fields)
+    field_of = {n: field for field, names in own_names.items() for n in names}
+    out = dict(kwargs)
+    kept: dict[str, Any] = {}
+    lifted: dict[str, tuple[str, Any]] = {}
+    for key, value in extra.items():
+        _generation_option(key, value)  # refuses what ChatRyzenAI does not have
+        field = field_of.get(_OPTION_ALIASES.get(key) or key)
+        if field is None:
+            kept[key] = value  # a chat-template variable, or a call option such as tools (taken per call)
+            continue
+        value = _normalised(field, value)
+        if field in lifted and lifted[field][1] != value:
+            first_key, first_value = lifted[field]
+            raise _given_twice(field, f"model_kwargs[{first_key!r}]", first_value, key, value)
+        lifted[field] = (key, value)
+        for name in own_names[field]:
+            given = _normalised(field, kwargs.get(name))
+            if given is not None and given != value:
+                raise _given_twice(field, name, kwargs[name], key, value)
+            out.pop(name, None)
+        out[field] = value
+    out["model_kwargs"] = kept
+    return out
+
+
+def _normalised(name: str, value: Any) -> Any:
+    """``stop`` as a list (one string may be given); other values as they are."""
+    return [value] if name == "stop" and isinstance(value, str) else value
+
+
 # ---------------------------------------------------------------------- the chat model
 class ChatRyzenAI(BaseChatModel):
     """Chat model on an AMD Ryzen AI model package (ONNX Runtime GenAI), for LangChain.
@@ -436,7 +594,12 @@ class ChatRyzenAI(BaseChatModel):
         max_tokens: new tokens at most (None: the package default, as many as fit).
         stop: strings that end the answer (never part of it).
         enable_thinking: Qwen3-style reasoning on/off (alias ``reasoning``; None: template default).
-        model_kwargs: extra chat-template variables (e.g. ``{"date_string": "1 Jan 2026"}``).
+        model_kwargs: generation options by name, honoured as if given directly (``{"max_tokens": 64}``;
+            also ``max_new_tokens``, ``max_completion_tokens``, ``random_seed``, ``stop_sequences``),
+            and extra chat-template variables (``{"date_string": "1 Jan 2026"}``). Options
+            ChatRyzenAI does not have (``max_length``, ``num_beams``, ``presence_penalty``, ...) and
+            an option given both directly and here with another value are errors. Per call too:
+            ``invoke(msgs, model_kwargs={...})``.
         chat_template: a Jinja template (source or file) that replaces the package's.
 
     Key init args — runtime:
@@ -448,6 +611,9 @@ class ChatRyzenAI(BaseChatModel):
             or drops the oldest turns, keeping the system prompt and the newest message
             (``"drop_oldest"``).
         timeout, max_retries: seconds per call; retries after the worker process died.
+        api_key, base_url: accepted, as LangChain's standard chat-model parameters, and unused: the
+            model runs on this machine. Any other unknown parameter is an error that names the
+            closest known one (``temprature`` -> ``temperature``).
 
     Instantiate:
         .. code-block:: python
@@ -528,7 +694,7 @@ class ChatRyzenAI(BaseChatModel):
     top_k: int | None = Field(None, ge=0, description="sample among the k most likely tokens")
     repetition_penalty: float | None = Field(None, gt=0.0, description="1.0 = none")
     seed: int | None = Field(None, ge=0, description="random seed for sampling")
-    stop: list[str] | None = Field(None, description="strings that end the answer")
+    stop: list[str] | None = Field(None, description="strings that end the answer (one string or a list)")
     timeout: float | None = Field(None, gt=0.0, description="seconds a call may take; it is cancelled after")
     max_retries: int = Field(1, ge=0, description="new attempts after the model worker died before any output")
     provider: str | None = Field(None, description="None (the package's own), 'cpu', 'cuda' or 'dml'")
@@ -542,14 +708,44 @@ class ChatRyzenAI(BaseChatModel):
     )
     kv_reuse: bool | None = Field(None, description="reuse the KV cache of a shared prompt prefix")
     overflow: Literal["error", "drop_oldest"] = Field("error", description="what to do with a prompt over the limit")
-    model_kwargs: dict[str, Any] = Field(default_factory=dict, description="extra chat template variables")
+    model_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="generation options by name (max_tokens, temperature, stop, ...; also max_new_tokens, "
+        "random_seed, stop_sequences), which are honoured as if given directly, and extra chat-template variables; "
+        "options ChatRyzenAI does not have (max_length, num_beams, presence_penalty, ...) are refused",
+    )
     chat_template: str | None = Field(None, description="Jinja chat template (source or file) to use instead")
     streaming: bool = Field(False, description="stream to callbacks also in invoke()")
+    api_key: SecretStr | None = Field(
+        None, exclude=True, repr=False, description="accepted for LangChain compatibility and unused: no key needed"
+    )
+    base_url: str | None = Field(
+        None, exclude=True, repr=False, description="accepted for LangChain compatibility and unused: no server"
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        """Build the chat model; see the class docstring for the parameters.
+
+        Raises:
+            InvalidRequestError: an unknown parameter (with the closest known name), a generation
+                option given both directly and in ``model_kwargs``, or one ChatRyzenAI does not have.
+            pydantic.ValidationError: a value out of range.
+        """
+        super().__init__(**_init_kwargs(type(self), kwargs))
 
     @field_validator("model", mode="before")
     @classmethod
     def _path_to_str(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list) and any(s == "" for s in value):
+            raise ValueError(f"stop strings must be non-empty, got {value!r}")
+        return value
 
     # ------------------------------------------------------------------ LangChain identity
     @property
@@ -578,8 +774,11 @@ class ChatRyzenAI(BaseChatModel):
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        model = kwargs.get("model") or kwargs.get("model_name") or self.model
-        params = LangSmithParams(ls_provider=PROVIDER, ls_model_name=_short_name(str(model)), ls_model_type="chat")
+        try:
+            stop, kwargs = self._call_kwargs(stop, kwargs)
+        except InvalidRequestError:
+            pass  # the call itself raises it
+        params = LangSmithParams(ls_provider=PROVIDER, ls_model_name=self._requested(kwargs), ls_model_type="chat")
         temperature = kwargs.get("temperature", self.temperature)
         if temperature is not None:
             params["ls_temperature"] = temperature
@@ -602,15 +801,83 @@ class ChatRyzenAI(BaseChatModel):
             execution=self.execution,
         )
 
+    def _requested(self, kwargs: Mapping[str, Any]) -> str:
+        """The model of a call as the caller named it (per-call ``model``/``model_name``, else the field)."""
+        return _model_name(kwargs.get("model") or kwargs.get("model_name") or self.model)
+
+    def _call_kwargs(
+        self, stop: list[str] | None, kwargs: Mapping[str, Any]
+    ) -> tuple[list[str] | None, dict[str, Any]]:
+        """``(stop, kwargs)`` of one call with the generation options of ``model_kwargs`` taken out of it.
+
+        A generation option in ``model_kwargs`` counts as if given by keyword: per call it
+        overrides the fields; the field's ``model_kwargs`` (what construction left in it:
+        template variables and call options such as ``tools``) gives defaults below the
+        call's. What is left is ``kwargs["model_kwargs"]``: the chat-template variables.
+
+        Raises:
+            InvalidRequestError: an unknown keyword; an option given twice in one call; an option
+                ChatRyzenAI does not have, or one that is set when ChatRyzenAI is created.
+        """
+        unknown = sorted(set(kwargs) - CALL_KWARGS)
+        if unknown:
+            hints = [(k, _close_match(k, CALL_KWARGS)) for k in unknown]
+            named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
+            raise InvalidRequestError(
+                f"ChatRyzenAI does not take the keyword argument(s) {named}; "
+                f"accepted per call: {', '.join(sorted(CALL_KWARGS))}"
+            )
+        call_extra = kwargs.get("model_kwargs")
+        if call_extra is None:
+            call_extra = {}
+        if not isinstance(call_extra, Mapping):
+            raise InvalidRequestError(
+                f"model_kwargs must be a dict of generation options and chat-template variables, got "
+                f"{type(call_extra).__name__}: {call_extra!r}"
+            )
+        out = dict(kwargs)
+        template: dict[str, Any] = {}
+        explicit_stop = stop
+        fixed = set(type(self).model_fields) - set(BaseChatModel.model_fields) - {"model_kwargs"}
+        for per_call, extra in ((False, self.model_kwargs), (True, call_extra)):
+            for key, value in extra.items():
+                name = _generation_option(key, value)
+                if not name:
+                    if key in fixed:
+                        raise InvalidRequestError(
+                            f"model_kwargs[{key!r}]={value!r} is set when ChatRyzenAI is created "
+                            f"(ChatRyzenAI(..., {key}=...)), not per call"
+                        )
+                    template[key] = value
+                    continue
+                value = _normalised(name, value)
+                keywords = _CALL_OPTIONS[name]
+                given = [(k, explicit_stop if k == "stop" else kwargs.get(k)) for k in keywords]
+                given = [(k, _normalised(name, v)) for k, v in given if v is not None]
+                if per_call and given and given[0][1] != value:
+                    raise _given_twice(name, given[0][0], given[0][1], key, value)
+                if not given:
+                    if name == "stop":
+                        stop = value
+                    else:
+                        out[name] = value
+        out["model_kwargs"] = template
+        return stop, out
+
     def _template_values(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         chat_template = kwargs.get("chat_template") or self.chat_template
-        values = {**self.model_kwargs, **(kwargs.get("model_kwargs") or {})}
+        values = dict(kwargs.get("model_kwargs") or {})
         if chat_template:
             values["chat_template"] = chat_template
         return values
 
     def _option_values(self, stop: list[str] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """Generation options of one call: per-call kwargs over fields; None values left out."""
+        """Generation options of one call: per-call kwargs (and ``model_kwargs``) over fields; None left out."""
+        stop, kwargs = self._call_kwargs(stop, kwargs)
+        return self._options(stop, kwargs)
+
+    def _options(self, stop: list[str] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`_option_values` of kwargs that :meth:`_call_kwargs` already resolved."""
 
         def pick(name: str, *aliases: str) -> Any:
             for key in (name, *aliases):
@@ -639,14 +906,10 @@ class ChatRyzenAI(BaseChatModel):
         Raises:
             InvalidRequestError: an unknown keyword, bad options, messages or tools.
         """
-        unknown = sorted(set(kwargs) - CALL_KWARGS)
-        if unknown:
-            raise InvalidRequestError(
-                f"ChatRyzenAI does not take the keyword argument(s) {', '.join(unknown)}; "
-                f"accepted per call: {', '.join(sorted(CALL_KWARGS))}"
-            )
-        engine = self._engine(kwargs.get("model") or kwargs.get("model_name"))
-        values = self._option_values(stop, kwargs)
+        stop, kwargs = self._call_kwargs(stop, kwargs)
+        model_name = self._requested(kwargs)
+        engine = self._engine(model_name)
+        values = self._options(stop, kwargs)
         tools = [convert_to_openai_tool(t) for t in kwargs.get("tools") or []]
         send_tools, forced, name = _tool_choice(kwargs.get("tool_choice"), tools)
         if send_tools and tools:
@@ -678,7 +941,7 @@ class ChatRyzenAI(BaseChatModel):
         if guidance is not None:
             values["guidance"] = guidance
         timeout = kwargs.get("timeout", self.timeout)
-        return _Call(engine, _to_core_messages(messages), validated_options(**values), timeout, engine.package.name)
+        return _Call(engine, _to_core_messages(messages), validated_options(**values), timeout, model_name)
 
     @staticmethod
     def _family(engine: Engine, chat_template: str | None) -> str:
@@ -780,7 +1043,7 @@ class ChatRyzenAI(BaseChatModel):
             return list(self.custom_get_token_ids(text))
         return [int(i) for i in self._engine().encode(text)]
 
-    def get_num_tokens_from_messages(self, messages: list[BaseMessage], tools: Sequence[Any] | None = None) -> int:
+    def get_num_tokens_from_messages(self, messages: LanguageModelInput, tools: Sequence[Any] | None = None) -> int:
         """Prompt tokens of ``messages`` rendered by the package's chat template, as a call would send them.
 
         The count includes the template's framing and the opening of the answer, and the
@@ -788,15 +1051,23 @@ class ChatRyzenAI(BaseChatModel):
         of a call with the same messages and tools (``trim_messages(token_counter=llm)``).
 
         Args:
-            messages: the conversation.
-            tools: tools as for :meth:`bind_tools`.
+            messages: what :meth:`invoke` takes: messages, ``(role, text)`` tuples, ``{"role": ...,
+                "content": ...}`` dicts and strings (a human message), in a list or mixed; one string;
+                a prompt value.
+            tools: tools as for :meth:`bind_tools` (default: those in ``model_kwargs``, if any).
+
+        Raises:
+            ValueError: something :meth:`invoke` would refuse too (an unknown role, a bad content block).
         """
-        if not messages:
+        converted = self._convert_input(messages).to_messages()
+        if not converted:
             return 0
-        values = self._option_values(None, {})
+        stop, kwargs = self._call_kwargs(None, {})
+        values = self._options(stop, kwargs)
+        tools = tools if tools is not None else kwargs.get("tools")
         if tools:
             values["tools"] = [convert_to_openai_tool(t) for t in tools]
-        return int(self._engine().count_tokens(_to_core_messages(messages), validated_options(**values)))
+        return int(self._engine().count_tokens(_to_core_messages(converted), validated_options(**values)))
 
     # ------------------------------------------------------------------ tools and structured output
     def bind_tools(

@@ -133,7 +133,7 @@ def test_aliases_paths_and_strict_fields():
     assert ChatRyzenAI(model=Path(QWEN)).model == QWEN
     assert ChatRyzenAI(model=QWEN, reasoning=False).enable_thinking is False
     assert ChatRyzenAI(model=QWEN, enable_thinking=True).enable_thinking is True
-    with pytest.raises(ValidationError, match="max_token"):
+    with pytest.raises(InvalidRequestError, match="unknown parameter 'max_token'; did you mean 'max_tokens'"):
         ChatRyzenAI(model=QWEN, max_token=5)
     with pytest.raises(ValidationError, match="temperature"):
         ChatRyzenAI(model=QWEN, temperature=-1)
@@ -162,7 +162,7 @@ def test_identity_and_langsmith_params():
     assert llm._identifying_params["model"] == QWEN and llm._identifying_params["max_tokens"] == 7
     assert llm._get_ls_params() == {
         "ls_provider": "ryzenai",
-        "ls_model_name": "tiny-qwen3",
+        "ls_model_name": QWEN,
         "ls_model_type": "chat",
         "ls_temperature": 0,
         "ls_max_tokens": 7,
@@ -190,7 +190,7 @@ def test_usage_and_response_metadata_on_invoke_and_on_the_last_chunk():
     assert msg.usage_metadata["total_tokens"] == prompt_tokens + 24
     meta = msg.response_metadata
     assert (meta["finish_reason"], meta["stop_reason"]) == ("length", "max_tokens")
-    assert (meta["model_name"], meta["model_provider"]) == ("tiny-qwen3", "ryzenai")
+    assert (meta["model_name"], meta["model_provider"]) == (QWEN, "ryzenai")
     assert meta["timings"]["time_to_first_token"] > 0 and meta["timings"]["total"] >= meta["timings"]["prefill"]
     plan = meta["budget_plan"]
     assert (plan["prompt_tokens"], plan["max_new_tokens"], plan["window"]) == (prompt_tokens, 24, 4096)
@@ -201,18 +201,19 @@ def test_usage_and_response_metadata_on_invoke_and_on_the_last_chunk():
     assert chunks[-1].chunk_position == "last" and chunks[-1].usage_metadata == msg.usage_metadata
     assert all("model_name" not in c.response_metadata for c in chunks[:-1])
     full = aggregate(chunks)
-    assert full.content == msg.content and full.response_metadata["model_name"] == "tiny-qwen3"
+    assert full.content == msg.content and full.response_metadata["model_name"] == QWEN
     assert full.usage_metadata == msg.usage_metadata
 
 
 def test_budget_plan_of_an_npu_package():
-    llm = chat(model=str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), provider="cpu", max_tokens=8)
+    package = str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K")
+    llm = chat(model=package, provider="cpu", max_tokens=8)
     msg = llm.invoke("Hello")
     plan = msg.response_metadata["budget_plan"]
     n = msg.usage_metadata["input_tokens"]
     assert plan["prefill_bucket"] == 128 and plan["padding"] == 128 - n
     assert plan["decode_buckets"] == [256] and plan["window"] == 4096 and plan["prompt_limit"] == 4096
-    assert msg.response_metadata["model_name"] == "Qwen3-4B_rai_1.8.0_npu_4K"
+    assert msg.response_metadata["model_name"] == package
 
 
 def test_kv_prefix_reuse_is_reported_as_cache_read():
@@ -685,7 +686,7 @@ def test_model_kwargs_and_chat_template_override():
 def test_model_override_per_call():
     msg = chat(max_tokens=4).invoke("Hello", model="tiny-random-llama")
     assert msg.response_metadata["model_name"] == "tiny-random-llama"
-    assert chat(max_tokens=4).invoke("Hello", model_name=LLAMA).response_metadata["model_name"] == "tiny-llama"
+    assert chat(max_tokens=4).invoke("Hello", model_name=LLAMA).response_metadata["model_name"] == LLAMA
 
 
 # ---------------------------------------------------------------------- sync/async parity, batch

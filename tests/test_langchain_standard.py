@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 
-from conftest import TINY_QWEN3
+from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 
 NEEDS_UNDERSTANDING = "random-weight fixture model: needs a model that understands its prompt"
@@ -32,14 +32,6 @@ class TestChatRyzenAIUnit(ChatModelUnitTests):
     @property
     def chat_model_params(self) -> dict[str, Any]:
         return {"model": str(TINY_QWEN3)}  # unit tests never load the model
-
-    @property
-    def standard_chat_model_params(self) -> dict[str, Any]:
-        # The standard params add api_key="test"; a local model has no key, and ChatRyzenAI
-        # rejects unknown parameters (extra="forbid") so that a typo is an error.
-        params = dict(super().standard_chat_model_params)
-        params.pop("api_key")
-        return params
 
 
 class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
@@ -89,7 +81,7 @@ class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
 
     @property
     def model_override_value(self) -> str:
-        return "tiny-random-llama"  # a model embedded in ryzenai-llm, by name
+        return str(TINY_LLAMA)  # a package folder: response_metadata["model_name"] is the path given
 
     def invoke_with_cache_read_input(self, *, stream: bool = False) -> AIMessage:
         """A second call on a shared prompt prefix reads the prefix's KV cache (prefix reuse)."""
