@@ -61,10 +61,10 @@ def _bound(schema: Any, chars: int, items: int = _MAX_ITEMS) -> None:
 
 
 def _worst_bytes(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> int:
-    """The most UTF-8 bytes a value of a bounded ``schema`` can take (no free whitespace).
+    r"""The most UTF-8 bytes a value of a bounded ``schema`` can take (no free whitespace).
 
     Every token is at least one byte, so this bounds the tokens of the value under any
-    tokenization the model may choose. Strings count 6 bytes a character (a ``\\uXXXX``
+    tokenization the model may choose. Strings count 6 bytes a character (a ``\uXXXX``
     escape); ``", "`` and ``": "`` separators are assumed. A value the bounds cannot reach
     (a ``pattern`` or ``format`` string, an object with free keys, an array without
     ``items``) counts as 32 characters of string: an estimate, not a bound.
