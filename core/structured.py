@@ -65,7 +65,7 @@ def _worst_bytes(schema: Any, defs: Mapping[str, Any], depth: int = 0) -> int:
 
     Every token is at least one byte, so this bounds the tokens of the value under any
     tokenization the model may choose. Strings count 6 bytes a character (a ``\uXXXX``
-    escape); ``", "`` and ``": "`` separators are assumed. A value the bounds cannot reach
+    escape); separators are the compact ``,`` and ``:`` (no free whitespace). A value the bounds cannot reach
     (a ``pattern`` or ``format`` string, an object with free keys, an array without
     ``items``) counts as 32 characters of string: an estimate, not a bound.
     """
@@ -96,8 +96,8 @@ def _type_bytes(kind: Any, schema: dict[str, Any], defs: Mapping[str, Any], dept
             return _free_value()
         return 2 + 6 * int(schema["maxLength"])
     if kind in ("integer", "number"):
-        digits = max(len(str(int(schema.get(k, _NUMBER_BOUND)))) for k in ("minimum", "maximum"))
-        return digits + 1 + (6 if kind == "number" else 0)  # sign, point and 4 decimals (+ slack)
+        digits = max(len(str(int(schema.get(k, _NUMBER_BOUND)))) for k in ("minimum", "maximum"))  # sign included
+        return digits + (5 if kind == "number" else 0)  # the point and 4 decimals
     if kind == "boolean":
         return 5
     if kind == "null":
@@ -106,16 +106,16 @@ def _type_bytes(kind: Any, schema: dict[str, Any], defs: Mapping[str, Any], dept
         items = schema.get("items")
         n = int(schema.get("maxItems", _MAX_ITEMS))
         per = _worst_bytes(items, defs, depth + 1) if isinstance(items, dict) else _free_value()
-        return 2 + n * per + 2 * max(0, n - 1)
+        return 2 + n * per + max(0, n - 1)
     if kind == "object":
         props = schema.get("properties") or {}
         if not props and schema.get("additionalProperties", True) is not False:
             n = int(schema.get("maxProperties", _MAX_ITEMS))
             extra = schema.get("additionalProperties")
             value = _worst_bytes(extra, defs, depth + 1) if isinstance(extra, dict) else _free_value()
-            return 2 + n * (_free_value() + 2 + value) + 2 * max(0, n - 1)
-        members = [len(json.dumps(k).encode()) + 2 + _worst_bytes(v, defs, depth + 1) for k, v in props.items()]
-        return 2 + sum(members) + 2 * max(0, len(members) - 1)
+            return 2 + n * (_free_value() + 1 + value) + max(0, n - 1)
+        members = [len(json.dumps(k).encode()) + 1 + _worst_bytes(v, defs, depth + 1) for k, v in props.items()]
+        return 2 + sum(members) + max(0, len(members) - 1)
     return _free_value()
 
 

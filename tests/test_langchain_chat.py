@@ -541,7 +541,7 @@ def test_structured_output_streams_and_nests():
 
 
 def test_json_schema_budget_too_small_is_a_clear_error():
-    with pytest.raises(InvalidRequestError, match="max_tokens=8 is too small for this schema"):
+    with pytest.raises(InvalidRequestError, match="max_new_tokens=8 is too small for this schema"):
         chat(max_tokens=8).with_structured_output(Joke).invoke("joke")
 
 
