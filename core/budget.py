@@ -158,13 +158,18 @@ class ContextBudget:
             over = prompt_tokens - self.prompt_limit
             raise ContextWindowExceededError(
                 f"prompt of {prompt_tokens} tokens is over this package's prompt limit of "
-                f"{self.prompt_limit} tokens ({self.prompt_limit_source}; window {self.window}) "
+                f"{self.prompt_limit} tokens ({self._limit_source()}) "
                 f"by {over}. Shorten the prompt: retrieve fewer or smaller chunks, drop old "
                 f"turns (overflow policy 'drop_oldest'), or use a package with a larger window.",
                 prompt_tokens=prompt_tokens,
                 limit=self.prompt_limit,
                 window=self.window,
             )
+
+    def _limit_source(self) -> str:
+        if self.prompt_limit_source == "window":
+            return "its window"
+        return f"{self.prompt_limit_source}; window {self.window}"
 
     def plan(self, prompt_tokens: int, max_new_tokens: int | None = None) -> BudgetPlan:
         """Plan one generation.

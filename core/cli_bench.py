@@ -27,6 +27,11 @@ _FILLER = (
 )
 
 
+def ttft_drawstyle(rows: list[dict[str, Any]]) -> str:
+    """Steps where the package pads prompts to buckets (time follows the bucket), else a line."""
+    return "steps-post" if any(r["prefill_bucket"] for r in rows) else "default"
+
+
 def prompt_lengths(buckets: tuple[int, ...], limit: int, new_tokens: int) -> list[int]:
     """Prompt lengths to measure: each bucket edge and one past it (or powers of two without buckets)."""
     top = limit - new_tokens
@@ -87,7 +92,9 @@ def _chart(rows: list[dict[str, Any]], title: str, path: Path) -> None:
     xs = [r["prompt_tokens"] for r in rows]
     ys = [r["ttft_ms"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    ax.step(xs, ys, where="post", color="#c00", marker="o", markersize=3, label="time to first token")
+    ax.plot(
+        xs, ys, drawstyle=ttft_drawstyle(rows), color="#c00", marker="o", markersize=3, label="time to first token"
+    )
     buckets = sorted({r["prefill_bucket"] for r in rows if r["prefill_bucket"]})
     for b in buckets:
         ax.axvline(b, color="#999", linewidth=0.6, linestyle=":")

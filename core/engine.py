@@ -44,7 +44,7 @@ from .hub import resolve_model
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions
 from .package import ModelPackage
-from .session import CallControl, Session, SessionKey, abandoned_error
+from .session import CallControl, Session, SessionKey, abandoned_error, check_runtime_settings
 from .streaming import Chunk
 
 __all__ = ["Completion", "Engine", "Execution", "aggregate"]
@@ -527,6 +527,7 @@ class Engine:
         (see :func:`~ryzenai_core.hub.resolve_model`). ``session_options`` are ONNX Runtime
         session options overlaid on the package's (``{"log_severity_level": 3}``, ...).
         """
+        check_runtime_settings(provider, num_threads)
         path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
         resolved = str(path.resolve())
         key = SessionKey(

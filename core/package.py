@@ -403,7 +403,7 @@ class ModelPackage:
         seq = self.provider_options.get("hybrid_opt_max_seq_length")
         prefill_window = _as_int(seq, "hybrid_opt_max_seq_length", cfg_path) if seq is not None else None
 
-        limit, source = window, f"window {window}"
+        limit, source = window, "window"
         limits = self.rai_prompt_limits
         if limits:
             key = _limit_key(limits, self.release)

@@ -40,7 +40,7 @@ from .package import ModelPackage
 from .runtime import import_oga, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 
-__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "timeout_error"]
+__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "check_runtime_settings", "timeout_error"]
 
 PROVIDERS = ("cpu", "cuda", "dml")
 
@@ -181,6 +181,21 @@ def abandoned_error(tokens: int) -> StreamAbandonedError:
     )
 
 
+def check_runtime_settings(provider: str | None, num_threads: int | None = None) -> None:
+    """Refuse a provider or thread count no runtime takes (checked when a model object is made).
+
+    Raises:
+        InvalidRequestError: naming the value and what is accepted.
+    """
+    if provider is not None and provider not in PROVIDERS:
+        raise InvalidRequestError(
+            f"provider {provider!r} is not supported; use None (the package's own: Ryzen AI for AMD's packages), "
+            f"or one of {', '.join(repr(p) for p in PROVIDERS)}"
+        )
+    if num_threads is not None and num_threads < 1:
+        raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
+
+
 @dataclass(frozen=True)
 class SessionKey:
     """What makes two loaded models the same one."""
@@ -219,13 +234,7 @@ class Session:
     def __init__(self, key: SessionKey) -> None:
         self.key = key
         self.package = ModelPackage.open(key.path, release=key.release)
-        if key.provider is not None and key.provider not in PROVIDERS:
-            raise InvalidRequestError(
-                f"provider {key.provider!r} is not supported; use None (the package's own), or one of "
-                f"{', '.join(PROVIDERS)}"
-            )
-        if key.num_threads is not None and key.num_threads < 1:
-            raise InvalidRequestError(f"num_threads is {key.num_threads}; it must be at least 1 (or None)")
+        check_runtime_settings(key.provider, key.num_threads)
         self.template = ChatTemplate.for_package(self.package)
         self._templates: dict[str, ChatTemplate] = {}
         self._load_lock = threading.Lock()
@@ -313,6 +322,13 @@ class Session:
                 f"{pkg.name} uses the Ryzen AI {'1.3-1.6 custom-ops' if pkg.layout == 'custom-ops' else '1.4 VitisAI'} "
                 f"layout, which only the matching Ryzen AI runtime can load; found {info.describe()}. "
                 f"Use the Ryzen AI release the package was built for, or a newer package. ({text})"
+            )
+        provider = self.key.provider
+        if provider not in (None, "cpu") and ("interface not available" in text.lower() or provider in text.lower()):
+            return RuntimeNotAvailableError(
+                f"provider={provider!r} is not available in {info.describe()}: {text}. Install the "
+                f"onnxruntime-genai build for it (e.g. onnxruntime-genai-{provider} in place of the CPU one), or "
+                "use provider='cpu'"
             )
         if "ryzenai" in text.lower() or "vitisai" in text.lower() or "custom op" in text.lower():
             return RuntimeNotAvailableError(

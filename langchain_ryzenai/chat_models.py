@@ -71,6 +71,7 @@ from ryzenai_core import (
     WorkerDiedError,
 )
 from ryzenai_core.options import GenerationOptions, validated_options
+from ryzenai_core.session import check_runtime_settings
 from ryzenai_core.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
 
 __all__ = ["ChatRyzenAI"]
@@ -737,6 +738,12 @@ class ChatRyzenAI(BaseChatModel):
     @classmethod
     def _path_to_str(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        check_runtime_settings(value)  # at construction, not at the first call
+        return value
 
     @field_validator("stop", mode="before")
     @classmethod

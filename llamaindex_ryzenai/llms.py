@@ -67,6 +67,7 @@ from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import GenerationOptions, Guidance, validated_options
+from ryzenai_core.session import check_runtime_settings
 from ryzenai_core.structured import json_schema_guidance, tool_call_guidance
 
 from ._calibration import SEGMENTS
@@ -277,6 +278,12 @@ class RyzenAILLM(FunctionCallingLLM):
     @classmethod
     def _path_to_str(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, value: str | None) -> str | None:
+        check_runtime_settings(value)  # at construction, not at the first call
+        return value
 
     @model_validator(mode="after")
     def _window_fits_the_output(self) -> Self:

@@ -100,7 +100,7 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
     "1.6 layout on a newer runtime": (
         lambda t: gen(Engine.get(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu", provider="cpu", execution="inline")),
         RuntimeNotAvailableError, ["custom-ops layout", "matching Ryzen AI runtime"]),
-    "unknown provider": (lambda t: gen(Engine.get(TINY_LLAMA, provider="npu2", execution="inline")), InvalidRequestError, ["'npu2'", "cpu, cuda, dml"]),
+    "unknown provider": (lambda t: gen(Engine.get(TINY_LLAMA, provider="npu2", execution="inline")), InvalidRequestError, ["'npu2'", "'cpu', 'cuda', 'dml'"]),
     "zero threads": (lambda t: gen(Engine.get(TINY_LLAMA, num_threads=0, execution="inline")), InvalidRequestError, ["num_threads is 0", "at least 1"]),
     "bad RYZENAI_VERSION": (lambda t: ModelPackage.open(TINY_LLAMA, release="v1.8"), InvalidRequestError, ["'v1.8'", "1.8.0"]),
     "empty message list": (lambda t: gen(shared(), []), InvalidRequestError, ["empty", "at least one"]),
@@ -161,3 +161,37 @@ def test_bad_release_env_var(monkeypatch):
     monkeypatch.setenv("RYZENAI_VERSION", "latest")
     with pytest.raises(InvalidRequestError, match=r"'latest'.*RYZENAI_VERSION"):
         ModelPackage.open(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K")
+
+
+def test_plain_package_limit_error_names_the_window_once():
+    engine = Engine.get(TINY_LLAMA, execution="inline")
+    with pytest.raises(ContextWindowExceededError) as info:
+        engine.generate([ChatMessage("user", "x " * 5000)], validated_options(max_new_tokens=3))
+    message = str(info.value)
+    assert "prompt limit of 4096 tokens (its window)" in message and message.count("window 4096") == 0
+
+
+def test_a_provider_missing_from_the_runtime_says_which_build_to_install():
+    engine = Engine.get(TINY_LLAMA, provider="cuda", execution="inline")
+    with pytest.raises(RuntimeNotAvailableError) as info:
+        engine.generate(HI, validated_options(max_new_tokens=2))
+    message = str(info.value)
+    assert "provider='cuda' is not available" in message and "onnxruntime-genai-cuda" in message
+    assert "git lfs pull" not in message
+
+
+@pytest.mark.parametrize("face", ["core", "langchain", "llamaindex"])
+def test_an_unknown_provider_is_refused_at_construction(face):
+    def make():
+        if face == "core":
+            return Engine.get(TINY_LLAMA, provider="gpu")
+        if face == "langchain":
+            from langchain_ryzenai import ChatRyzenAI
+
+            return ChatRyzenAI(model=str(TINY_LLAMA), provider="gpu")
+        from llamaindex_ryzenai import RyzenAILLM
+
+        return RyzenAILLM(model=str(TINY_LLAMA), provider="gpu")
+
+    with pytest.raises(ValueError, match=r"provider 'gpu' is not supported; use None .* 'cpu', 'cuda', 'dml'"):
+        make()

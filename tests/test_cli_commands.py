@@ -61,3 +61,12 @@ def test_bench_json_and_chart(capsys, tmp_path):
     assert [r["prefill_bucket"] for r in data["rows"]] == [128, 256, 256, 512]
     assert all(r["ttft_ms"] > 0 for r in data["rows"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_chart_draws_steps_only_for_bucketed_packages():
+    from ryzenai_core.cli_bench import ttft_drawstyle
+
+    plain = [{"prompt_tokens": n, "prefill_bucket": None} for n in (64, 128, 256)]
+    bucketed = [{"prompt_tokens": n, "prefill_bucket": b} for n, b in ((128, 128), (129, 256))]
+    assert ttft_drawstyle(plain) == "default"
+    assert ttft_drawstyle(bucketed) == "steps-post"
