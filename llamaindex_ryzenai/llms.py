@@ -445,7 +445,7 @@ class RyzenAILLM(FunctionCallingLLM):
             num_output=n,
             is_chat_model=True,
             is_function_calling_model=self.template.supports_tools and self.template.family in _TOOL_FAMILIES,
-            model_name=self.engine.package.name,
+            model_name=self.model,  # as the caller named it: a path, a repository id or an embedded name
             system_role=MessageRole.SYSTEM,
         )
 
@@ -612,7 +612,7 @@ class RyzenAILLM(FunctionCallingLLM):
     ) -> ChatResponseGen:
         core, options, timeout = self._request(messages, kwargs, raw)
         engine = self.engine
-        name = engine.package.name
+        name = self.model
 
         def gen() -> ChatResponseGen:
             fold = _Fold(name)
@@ -634,7 +634,7 @@ class RyzenAILLM(FunctionCallingLLM):
     ) -> ChatResponseAsyncGen:
         core, options, timeout = self._request(messages, kwargs, raw)
         engine = self.engine
-        name = engine.package.name
+        name = self.model
 
         async def gen() -> ChatResponseAsyncGen:
             fold = _Fold(name)

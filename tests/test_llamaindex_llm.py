@@ -130,7 +130,7 @@ def test_metadata_comes_from_the_package(qwen, llama):
     for llm in (qwen, llama):
         m = llm.metadata
         assert m.is_chat_model and m.is_function_calling_model
-        assert m.num_output == 12 and m.model_name == llm.engine.package.name
+        assert m.num_output == 12 and m.model_name == llm.model  # the path as given, not the folder's name
         # default tokenizer (tiktoken): scaled down, never more than the real room
         assert m.num_output < m.context_window <= llm.budget.window
     gemma = RyzenAILLM(model=str(TINY_GEMMA3), execution="inline")
@@ -216,6 +216,7 @@ def test_sync_async_and_streaming_faces_agree(qwen):
     assert chat.additional_kwargs["finish_reason"] == "length"
     assert chat.raw["usage"]["prompt_tokens"] == qwen.count_tokens(USER) == chat.additional_kwargs["prompt_tokens"]
     assert chat.raw["budget"]["max_new_tokens"] == 12 and chat.raw["budget"]["window"] == qwen.budget.window
+    assert chat.raw["model"] == str(TINY_QWEN3)
 
     streamed = list(qwen.stream_chat(USER))
     assert "".join(r.delta for r in streamed) == text == streamed[-1].message.content
