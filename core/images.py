@@ -8,6 +8,7 @@ A message's content may hold image parts (see :class:`~ryzenai_core.messages.Cha
     {"type": "image", "image": "data:image/png;base64,..."}    a base64 data URL
     {"type": "image_url", "image_url": {"url": ...}}            OpenAI's form, same values
     {"type": "image", "url": ...} / {"type": "image", "path": ...} / {"type": "image", "data": b"..."}
+    {"type": "image", "base64": "iVBOR..."} / {"type": "image", "data": "iVBOR..."}  base64 text
 
 ``http(s)`` URLs are refused: the engine never reaches the network; fetch the image first.
 
@@ -60,14 +61,27 @@ def image_parts(content: Any) -> list[dict[str, Any]]:
     return [p for p in content if isinstance(p, dict) and p.get("type") in IMAGE_TYPES]
 
 
-def _source(part: dict[str, Any]) -> Any:
+def _source(part: dict[str, Any], label: str) -> Any:
     """The value that says where the image is (bytes, a path, a URL)."""
     if part.get("type") == "image_url":
         inner = part.get("image_url")
         return inner.get("url") if isinstance(inner, dict) else inner
+    encoded = part.get("base64")
+    if encoded is None and isinstance(part.get("data"), str):
+        encoded = part["data"]  # a string under "data" is base64 text (LangChain's source_type "base64")
+    if isinstance(encoded, str):
+        try:
+            return base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidRequestError(f"{label} has base64 data that is not valid ({exc})") from None
     for key in ("image", "data", "url", "path"):
         if part.get(key) is not None:
             return part[key]
+    if part.get("file_id") is not None:
+        raise InvalidRequestError(
+            f"{label} is a file id ({part['file_id']!r}) of a provider's file store, which a local model cannot "
+            "read; send the image's bytes, a local path or a data: URL"
+        )
     return None
 
 
@@ -120,7 +134,7 @@ def prepare_image(part: dict[str, Any], label: str = "the image") -> PreparedIma
     """
     from PIL import Image, UnidentifiedImageError
 
-    data = _read_bytes(_source(part), label)
+    data = _read_bytes(_source(part, label), label)
     if not data:
         raise InvalidRequestError(f"{label} is empty (0 bytes)")
     if len(data) > MAX_IMAGE_BYTES:

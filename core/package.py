@@ -328,6 +328,13 @@ class ModelPackage:
         return bool(self.vision_files)
 
     @property
+    def sliding_window(self) -> int | None:
+        """The decoder's sliding attention window (``decoder.sliding_window.window_size``), if any."""
+        section = self.config["model"].get("decoder", {}).get("sliding_window")
+        size = section.get("window_size") if isinstance(section, dict) else None
+        return int(size) if isinstance(size, int) else None
+
+    @property
     def context_length(self) -> int | None:
         """``model.context_length`` as written in genai_config.json."""
         value = self.config["model"].get("context_length")

@@ -12,6 +12,7 @@ worker process; both use exactly this code.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -34,6 +35,7 @@ from .errors import (
     RuntimeNotAvailableError,
     StreamAbandonedError,
 )
+from .images import prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
@@ -218,6 +220,15 @@ class Prepared:
     dropped_messages: int = 0
     start_in_reasoning: bool = False
     tools: list[dict[str, Any]] = field(default_factory=list)
+    images: str = ""
+    """Digests of the prompt's images, in order ("" for text): part of the KV cache key."""
+    mm_inputs: Any = None
+    """The multimodal processor's inputs (expanded ids, pixel values); never pickled."""
+    last_image_token: int = -1
+    """Index of the prompt's last image token (-1 without images)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "mm_inputs": None}
 
 
 @dataclass
@@ -226,6 +237,7 @@ class _Cached:
     sequence: list[int]
     signature: str
     max_length: int
+    images: str = ""
 
 
 class Session:
@@ -244,6 +256,8 @@ class Session:
         self._end_ids: frozenset[int] = frozenset()
         self._cached: _Cached | None = None
         self._holder: CallControl | None = None
+        self._mm_processor: Any = None
+        self._image_tokens: frozenset[int] | None = None
         self.load_seconds: float | None = None
 
     # ------------------------------------------------------------------ loading
@@ -401,26 +415,53 @@ class Session:
         """The prompt text for ``messages``."""
         if not messages:
             raise InvalidRequestError("the message list is empty; send at least one user message")
-        for m in messages:
+        for i, m in enumerate(messages):
             if m.has_images and not self.package.has_vision:
                 raise InvalidRequestError(
-                    f"message with an image sent to {self.package.name}, which has no vision model; "
-                    "send text only or use a multimodal package"
-                )
-            if m.has_images:
-                raise InvalidRequestError(
-                    "image input is not supported by this version of ryzenai-llm yet; send text only"
+                    f"message #{i} ({m.role}) has an image, and {self.package.name} has no vision model; "
+                    "send text only or use a multimodal package (e.g. Gemma 3)"
                 )
         check_text(messages)
         extra = {k: v for k, v in options.template_vars.items() if k != "chat_template"}
         tools = normalize_tools(list(options.tools)) if options.tools else None
         return self.template_for(options).render(
-            messages, tools=tools, enable_thinking=options.enable_thinking, **extra
+            [_template_view(m) for m in messages], tools=tools, enable_thinking=options.enable_thinking, **extra
         )
 
+    # ------------------------------------------------------------------ images
+    def _processor(self) -> Any:
+        """The runtime's multimodal processor (vision packages only; loads the model)."""
+        self.load()
+        if self._mm_processor is None:
+            self._mm_processor = self._model.create_multimodal_processor()
+        return self._mm_processor
+
+    def _multimodal(self, prompt: str, messages: Sequence[ChatMessage]) -> tuple[list[int], Any, str, int]:
+        """Expanded prompt ids, the processor's inputs, the images' key and the last image token."""
+        og = import_oga()
+        images = prepare_images([(i, m.content) for i, m in enumerate(messages) if m.has_images])
+        inputs = self._processor()(prompt, images=og.Images.open_bytes(*[img.png for img in images]))
+        ids = [int(i) for i in _as_numpy(inputs["input_ids"]).reshape(-1)]
+        soft = self._image_token_ids()
+        last = max((n for n, t in enumerate(ids) if t in soft), default=-1)
+        return ids, inputs, ",".join(img.digest for img in images), last
+
+    def _image_token_ids(self) -> frozenset[int]:
+        if self._image_tokens is None:
+            found = set()
+            for marker in ("<image_soft_token>", "<end_of_image>"):
+                ids = self.encode(marker)
+                if len(ids) == 1:
+                    found.add(ids[0])
+            self._image_tokens = frozenset(found)
+        return self._image_tokens
+
     def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> int:
-        """Prompt tokens ``messages`` render to."""
-        return len(self.encode(self.render(messages, options)))
+        """Prompt tokens ``messages`` render to (images expanded to their tokens)."""
+        prompt = self.render(messages, options)
+        if any(m.has_images for m in messages):
+            return len(self._multimodal(prompt, messages)[0])
+        return len(self.encode(prompt))
 
     def prepare(self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions) -> Prepared:
         """Render, tokenize and plan; apply the overflow policy.
@@ -447,7 +488,12 @@ class Session:
         dropped = 0
         while True:
             prompt = self.render(msgs, options)
-            ids = self.encode(prompt)
+            mm: tuple[Any, str, int] = (None, "", -1)
+            if any(m.has_images for m in msgs):
+                ids, *rest = self._multimodal(prompt, msgs)
+                mm = (rest[0], rest[1], rest[2])
+            else:
+                ids = self.encode(prompt)
             try:
                 plan = budget.plan(len(ids), options.max_new_tokens)
                 break
@@ -468,7 +514,7 @@ class Session:
         markers = tpl.reasoning_markers
         start_in_reasoning = bool(markers) and prompt.rstrip("\n").endswith(markers[0]) if markers else False
         tools = normalize_tools(list(options.tools)) if options.tools else []
-        return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools)
+        return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools, mm[1], mm[0], mm[2])
 
     # ------------------------------------------------------------------ generating
     def kv_reuse_default(self) -> bool:
@@ -578,7 +624,7 @@ class Session:
                 return
             control.enter("prefill")
             t_prefill = time.perf_counter()
-            generator, reused = self._generator(og, prep.prompt_ids, plan, search, signature, guidance, reuse)
+            generator, reused = self._generator(og, prep, plan, search, signature, guidance, reuse)
             timings.reused_prompt_tokens = reused
             timings.prefill = time.perf_counter() - t_prefill
             control.check_deadline()
@@ -644,7 +690,7 @@ class Session:
                         # Only the prompt's KV is reused: it was computed by prefill, exactly as a cold
                         # run computes it. Generated tokens went through the one-token decode kernel,
                         # whose results differ in the last bits, so they are prefilled again.
-                        self._cached = _Cached(generator, list(prep.prompt_ids), signature, plan.window)
+                        self._cached = _Cached(generator, list(prep.prompt_ids), signature, plan.window, prep.images)
                     else:
                         self._discard(generator)
                 self._holder = None
@@ -682,21 +728,26 @@ class Session:
     def _generator(
         self,
         og: Any,
-        prompt_ids: list[int],
+        prep: Prepared,
         plan: BudgetPlan,
         search: dict[str, Any],
         signature: str,
         guidance: Any,
         reuse: bool,
     ) -> tuple[Any, int]:
-        """A generator with ``prompt_ids`` appended: the cached one rewound, or a new one."""
+        """A generator with the prompt in it: the cached one rewound, or a new one.
+
+        KV computed for images is reused only for the same images, and only when the kept
+        prefix holds all of them (the runtime takes images only on a fresh generator).
+        """
+        prompt_ids = prep.prompt_ids
         cached, self._cached = self._cached, None
-        if reuse and cached is not None and cached.signature == signature:
+        if reuse and cached is not None and cached.signature == signature and cached.images == prep.images:
             common = _common_prefix(cached.sequence, prompt_ids)
             # Append at least two tokens after the rewind: generating right after a rewind is
             # wrong, and a one-token append runs the decode kernel (not bit-identical to prefill).
             keep = min(common, len(prompt_ids) - 2)
-            if keep > 0 and cached.max_length >= plan.max_length:
+            if keep > 0 and keep > prep.last_image_token and cached.max_length >= plan.max_length:
                 cached.generator.rewind_to(keep)
                 cached.generator.append_tokens(prompt_ids[keep:])
                 return cached.generator, keep
@@ -704,16 +755,34 @@ class Session:
             del cached
         params = og.GeneratorParams(self._model)
         max_length = plan.window if reuse else plan.max_length
+        # The runtime refuses a max_length below a sliding window baked into the graph; the
+        # loop still stops at the planned number of new tokens.
+        max_length = min(plan.window, max(max_length, self.package.sliding_window or 0))
         params.set_search_options(max_length=max_length, **search)
         if guidance is not None:
             params.set_guidance(guidance.type, guidance.data)
         generator = og.Generator(self._model, params)
-        generator.append_tokens(prompt_ids)
+        if prep.mm_inputs is not None:
+            generator.set_inputs(prep.mm_inputs)
+        else:
+            generator.append_tokens(prompt_ids)
         return generator, 0
 
     def reset_cache(self) -> None:
         """Drop the cached generator (frees its KV cache)."""
         self._cached = None
+
+
+def _template_view(message: ChatMessage) -> ChatMessage:
+    """The message as the chat template sees it: each image part is ``{"type": "image"}``."""
+    if not message.has_images or not isinstance(message.content, list):
+        return message
+    parts = [{"type": "image"} if p.get("type") in ("image", "image_url") else p for p in message.content]
+    return dataclasses.replace(message, content=parts)
+
+
+def _as_numpy(tensor: Any) -> Any:
+    return tensor.as_numpy() if hasattr(tensor, "as_numpy") else tensor
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -105,7 +105,7 @@ def to_core_message(message: ChatMessage) -> CoreMessage:
                 ToolCall(name=block.tool_name, arguments=_arguments(block.tool_kwargs), id=block.tool_call_id or "")
             )
         elif isinstance(block, ImageBlock):
-            parts.append({"type": "image", "image": str(block.url or block.path or "<image bytes>")})
+            parts.append({"type": "image", "image": _image_source(block)})
         else:
             raise InvalidRequestError(
                 f"{type(block).__name__} content is not supported by Ryzen AI text models; send text (and tool results)"
@@ -224,3 +224,18 @@ def to_completion(response: ChatResponse, text: str | None = None) -> Completion
         raw=response.raw,
         additional_kwargs=extra,
     )
+
+
+def _image_source(block: ImageBlock) -> bytes | str:
+    """What the core reads for an ImageBlock: its bytes, its path, or its URL (file:, data:).
+
+    A web URL is passed on as is, and the core refuses it: the engine does not fetch
+    from the network (LlamaIndex would, from inside the call).
+    """
+    if block.image is not None:
+        data = block.resolve_image(as_base64=False).read()
+        return data if isinstance(data, bytes) else bytes(data)
+    if block.path is not None:
+        return str(block.path)
+    return str(block.url) if block.url is not None else ""
+

@@ -40,6 +40,8 @@ def test_every_form_of_the_same_image_gives_the_same_pixels(tmp_path: Path) -> N
         {"type": "image", "url": url},
         {"type": "image", "path": str(path)},
         {"type": "image", "data": data},
+        {"type": "image", "base64": base64.b64encode(data).decode(), "mime_type": "image/png"},
+        {"type": "image", "source_type": "base64", "data": base64.b64encode(data).decode(), "mime_type": "image/png"},
     ]
     digests = {prepare_image(f).digest for f in forms}
     assert len(digests) == 1
@@ -102,3 +104,8 @@ def test_two_images_in_one_message_are_labelled_by_position() -> None:
     parts = [{"type": "image", "image": picture()}, {"type": "image", "image": b"junk"}]
     with pytest.raises(InvalidRequestError, match="image 2 of message #3"):
         prepare_images([(3, parts)])
+
+
+def test_a_provider_file_id_is_refused() -> None:
+    with pytest.raises(InvalidRequestError, match=r"file id \('file-abc'\) of a provider's file store"):
+        prepare_image({"type": "image", "file_id": "file-abc"})
