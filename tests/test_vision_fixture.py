@@ -10,7 +10,7 @@ import onnxruntime_genai as og
 import pytest
 from PIL import Image
 
-from conftest import MODELS
+from conftest import MODELS, REPLICAS
 
 TINY_VISION = MODELS / "tiny-gemma3-vision"
 IMAGE_TOKENS = 256  # Gemma 3: every image costs 256 <image_soft_token> tokens
@@ -142,3 +142,17 @@ def test_two_images_in_one_prompt(model, processor):
 def test_image_count_must_match_the_prompt(processor):
     with pytest.raises(Exception, match="image"):
         processor(PROMPT_TEXT, images=og.Images.open_bytes(png((255, 0, 0))))
+
+
+def test_gemma_replica_runs_images_on_the_cpu_with_raw_oga():
+    """The replica keeps AMD's layout; with the decoder's Ryzen AI options cleared it runs on the CPU."""
+    cfg = og.Config(str(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"))
+    cfg.clear_providers()
+    replica = og.Model(cfg)
+    processor = replica.create_multimodal_processor()
+    red, _ = greedy(replica, processor(PROMPT_IMAGE, images=og.Images.open_bytes(png((255, 0, 0)))), n=4)
+    blue, _ = greedy(replica, processor(PROMPT_IMAGE, images=og.Images.open_bytes(png((0, 0, 255)))), n=4)
+    assert len(red) == 4 and red != blue
+    tok = og.Tokenizer(replica)
+    text, _ = greedy(replica, list(tok.encode(PROMPT_TEXT)), n=4)
+    assert len(text) == 4
