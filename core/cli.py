@@ -33,6 +33,17 @@ def _fmt_buckets(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values) if values else "none (plain shapes)"
 
 
+def _fmt_vision(pkg: ModelPackage) -> str:
+    parts = pkg.vision_parts
+    if parts is None:
+        return "no"
+    files = [f"{role} {parts[role]}" for role in ("vision", "embedding", "processor") if parts[role]]
+    if parts["npu_states"]:
+        files.append(f"{len(parts['npu_states'])} NPU vision state file(s)")
+    cost = f"{pkg.image_tokens} prompt tokens per image" if pkg.image_tokens else "image token cost unknown"
+    return f"yes: {', '.join(files)}; {cost}"
+
+
 def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
     b = pkg.budget
     rows = [
@@ -53,7 +64,7 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
         ("prefill buckets", _fmt_buckets(b.prefill_buckets)),
         ("decode buckets", _fmt_buckets(b.decode_buckets)),
         ("chat template", pkg.describe()["chat_template"] or "none shipped (family fallback)"),
-        ("vision", "yes: " + ", ".join(p.name for p in pkg.vision_files[:3]) if pkg.has_vision else "no"),
+        ("vision", _fmt_vision(pkg)),
     ]
     if pkg.lfs_pointers:
         rows.append(("LFS pointers", f"{len(pkg.lfs_pointers)} file(s): run `git lfs pull` in {pkg.path}"))

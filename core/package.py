@@ -64,6 +64,11 @@ KNOWN_MODEL_TYPES = frozenset(
     }
 )
 
+#: Prompt tokens one image costs, per ``model.type``: onnxruntime-genai's Gemma 3 processor
+#: expands each ``<start_of_image>`` into 256 ``<image_soft_token>`` tokens (plus the
+#: ``<end_of_image>`` marker and the newlines around them).
+IMAGE_TOKENS = {"gemma3": 256}
+
 _LFS_HEADER = b"version https://git-lfs.github.com/spec/v1"
 _LFS_MAX_BYTES = 1024
 _PREFILL_RE = re.compile(
@@ -335,6 +340,39 @@ class ModelPackage:
         return int(size) if isinstance(size, int) else None
 
     @property
+    def vision_parts(self) -> dict[str, Any] | None:
+        """The multimodal files by role, or None for a text-only package.
+
+        ``vision`` and ``embedding`` are the ONNX models named in genai_config.json,
+        ``processor`` the image pipeline (``model.vision.config_filename``) and
+        ``npu_states`` the ``dd_metastate_Llm_Vision_*`` files of the NPU-compiled vision model.
+        """
+        if not self.has_vision:
+            return None
+        model = self.config["model"]
+
+        def named(part: str, key: str) -> str | None:
+            sub = model.get(part)
+            value = sub.get(key) if isinstance(sub, dict) else None
+            return value if isinstance(value, str) else None
+
+        return {
+            "vision": named("vision", "filename"),
+            "embedding": named("embedding", "filename"),
+            "processor": named("vision", "config_filename"),
+            "npu_states": [
+                p.relative_to(self.path).as_posix() for p in self.vision_files if _VISION_RE.match(p.name)
+            ],
+        }
+
+    @property
+    def image_tokens(self) -> int | None:
+        """Prompt tokens one image costs (256 on Gemma 3), or None when unknown or text-only."""
+        if not self.has_vision:
+            return None
+        return IMAGE_TOKENS.get(self.model_type)
+
+    @property
     def context_length(self) -> int | None:
         """``model.context_length`` as written in genai_config.json."""
         value = self.config["model"].get("context_length")
@@ -455,6 +493,8 @@ class ModelPackage:
             "layout": self.layout,
             "token_backend": self.token_backend,
             "vision": self.has_vision,
+            "vision_parts": self.vision_parts,
+            "image_tokens": self.image_tokens,
             "lfs_pointers": list(self.lfs_pointers),
             "chat_template": (
                 str(self.chat_template_file.name)

@@ -10,6 +10,7 @@ Needs the ``fixtures`` extra (torch, transformers, tokenizers, onnx_ir); tests a
 the outputs are committed.
 
     python scripts/build_fixtures.py            # models + replicas (about a minute)
+                                                # (tiny-gemma3-vision: scripts/build_gemma3_vision.py)
     python scripts/build_fixtures.py --bench    # also the ~30M-parameter benchmark model
 """
 
@@ -309,7 +310,10 @@ def main() -> None:
         (embedded / "README.md").write_text(EMBEDDED_CARD, encoding="utf-8")
         build_model(QWEN3, MODELS / "tiny-qwen3")
         build_model(GEMMA3, MODELS / "tiny-gemma3-text", max_positions=16384)
+        import build_gemma3_vision  # noqa: PLC0415  (sibling script)
         import build_replicas  # noqa: PLC0415  (sibling script)
+
+        build_gemma3_vision.build()
 
         build_replicas.main()
     if args.bench or args.bench_only:

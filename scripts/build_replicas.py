@@ -276,11 +276,18 @@ def qwen3_npu_4k() -> Path:
 
 
 def gemma3_npu_16k() -> Path:
-    tiny = MODELS / "tiny-gemma3-text"
+    """Token Fusion, 16K, multimodal: decoder on ``inputs_embeds``, embedding and vision models.
+
+    Weights, processor_config.json and tokenizer come from ``tiny-gemma3-vision``; only the
+    decoder carries Ryzen AI provider options, so ``provider="cpu"`` runs all three models.
+    """
+    tiny = MODELS / "tiny-gemma3-vision"
     folder = REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"
     folder.mkdir(parents=True)
     _copy_weights(tiny, folder)
     _copy_tokenizer(tiny, folder, template_file=True)
+    for name in ("gemma-3-embedding.onnx", "gemma-3-vision.onnx", "processor_config.json"):
+        shutil.copy2(tiny / name, folder / name)
     rai = {
         "hybrid_opt_max_seq_length": "4096",
         "hybrid_dbg_use_flash_mha": "1",
@@ -288,20 +295,8 @@ def gemma3_npu_16k() -> Path:
         "hybrid_opt_token_backend": "npu",
         "fusion_opt_io_bind_kv_cache": "1",
     }
-    extra = {
-        "embedding": {
-            "filename": "gemma-3-embedding.onnx",
-            "inputs": {"input_ids": "input_ids", "image_features": "image_features"},
-            "outputs": {"inputs_embeds": "inputs_embeds"},
-        },
-        "vision": {
-            "filename": "gemma-3-vision.onnx",
-            "config_filename": "processor_config.json",
-            "inputs": {"pixel_values": "pixel_values"},
-            "outputs": {"image_features": "image_features"},
-        },
-        "image_token_id": 262144,
-    }
+    small = json.loads((tiny / "genai_config.json").read_text(encoding="utf-8"))["model"]
+    extra = {key: small[key] for key in ("embedding", "vision", "image_token_id")}
     cfg = _genai_config(
         tiny,
         model_type="gemma3",
@@ -315,25 +310,6 @@ def gemma3_npu_16k() -> Path:
     bkp = json.loads(json.dumps(cfg))
     bkp["search"]["past_present_share_buffer"] = False
     _write_json(folder / "genai_config_bkp.json", bkp)
-    _write_json(
-        folder / "processor_config.json",
-        {
-            "image_processor": {
-                "image_processor_type": "Gemma3ImageProcessor",
-                "do_resize": True,
-                "size": {"height": 896, "width": 896},
-                "do_rescale": True,
-                "rescale_factor": 1 / 255,
-                "do_normalize": True,
-                "image_mean": [0.5, 0.5, 0.5],
-                "image_std": [0.5, 0.5, 0.5],
-            },
-            "processor_class": "Gemma3Processor",
-            "image_seq_length": 256,
-        },
-    )
-    (folder / "gemma-3-embedding.onnx").write_bytes(b"")  # placeholder: not runnable here
-    (folder / "gemma-3-vision.onnx").write_bytes(b"")
     (folder / "model.pb.bin").write_bytes(b"\x00" * 16)
     _touch(folder, _bucket_files([], TOKEN_4K))
     _touch(
@@ -345,8 +321,10 @@ def gemma3_npu_16k() -> Path:
     )
     (folder / "README.md").write_text(
         "# Gemma-3-4b_rai_1.8.0_npu_16K\n\nReplica for tests: Token Fusion, CPU+NPU, 16K "
-        "context, prompt prefilled in windows of <= 4096 tokens; vision and embedding "
-        "models are empty placeholders.\n",
+        "context, prompt prefilled in windows of <= 4096 tokens; text decoder on inputs_embeds, "
+        "gemma-3-embedding.onnx and gemma-3-vision.onnx (896x896 images, 256 tokens each), "
+        "tiny random weights.\n"
+        "Quantization of the real package: AWQ / Group 128 / Asymmetric / BFP16 activations / UINT4 weights.\n",
         encoding="utf-8",
     )
     return folder

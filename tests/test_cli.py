@@ -81,6 +81,15 @@ def test_info_text_default_model(capsys):
 def test_info_text_plan_for_token_fusion(capsys):
     _, out, _ = run(capsys, "info", str(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"), "--prompt-tokens", "9000")
     assert "token-fusion" in out and "3 prefill runs" in out
+    vision = next(line for line in out.splitlines() if line.startswith("vision"))
+    assert "gemma-3-vision.onnx" in vision and "gemma-3-embedding.onnx" in vision
+    assert "256 prompt tokens per image" in vision and "2 NPU vision state file(s)" in vision
+
+
+def test_info_json_vision_parts(capsys):
+    _, out, _ = run(capsys, "info", str(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"), "--json")
+    data = json.loads(out)
+    assert data["image_tokens"] == 256 and data["vision_parts"]["processor"] == "processor_config.json"
 
 
 def test_missing_folder_is_an_error_not_a_traceback(capsys, tmp_path):

@@ -182,12 +182,26 @@ def test_ryzenai_package_needs_the_ryzenai_runtime():
 
 
 @pytest.mark.parametrize("name", ["Llama-3.2-1B_rai_1.8.0_npu_4K", "Qwen3-4B_rai_1.8.0_npu_4K",
-                                  "Llama-3.2-1B_rai_1.8.0_hybrid", "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid"])
+                                  "Llama-3.2-1B_rai_1.8.0_hybrid", "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid",
+                                  "Gemma-3-4b_rai_1.8.0_npu_16K"])
 def test_replicas_run_on_the_cpu_provider(name):
     e = Engine.get(REPLICAS / name, provider="cpu", execution="inline")
     c = e.generate(MSGS, opts(max_new_tokens=5))
     assert c.usage.completion_tokens == 5
     assert c.plan.prefill_bucket == (e.budget.prefill_bucket(c.usage.prompt_tokens))
+
+
+def test_gemma_vision_replica_generates_text_on_the_cpu_provider():
+    """The multimodal replica (decoder on inputs_embeds, embedding model) answers text prompts,
+    also past the 512-token sliding window of its decoder and with a max_length below it."""
+    e = Engine.get(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K", provider="cpu", execution="inline")
+    assert e.package.has_vision and e.package.mode.value == "token-fusion"
+    short = e.generate([ChatMessage("user", "hi")], opts(max_new_tokens=3))
+    assert short.usage.completion_tokens == 3 and short.usage.prompt_tokens + 3 < 512
+    long = e.generate([ChatMessage("user", "tell me about the fox " * 150)], opts(max_new_tokens=4))
+    assert long.usage.prompt_tokens > 512 and long.usage.completion_tokens == 4
+    again = e.generate([ChatMessage("user", "tell me about the fox " * 150)], opts(max_new_tokens=4))
+    assert again.text == long.text  # top_k 1 in the package's search defaults
 
 
 def test_replica_sampling_defaults_come_from_the_package():

@@ -141,6 +141,25 @@ def test_gemma_vision_parts_and_bucket_node():
     assert pkg.bucket_node == "modellayers.0input_layernormMLADFRMSNORM"
     assert pkg.provider_options["fusion_opt_io_bind_kv_cache"] == "1"
     assert pkg.external_files[0].name == "model.pb.bin"
+    assert pkg.vision_parts == {
+        "vision": "gemma-3-vision.onnx",
+        "embedding": "gemma-3-embedding.onnx",
+        "processor": "processor_config.json",
+        "npu_states": [
+            "partitioned/dd_metastate_Llm_Vision_Attention_0.state",
+            "partitioned/dd_metastate_Llm_Vision_node_type_as_1_Q4.state",
+        ],
+    }
+    assert pkg.image_tokens == 256
+    described = pkg.describe()
+    assert described["image_tokens"] == 256 and described["vision_parts"] == pkg.vision_parts
+    assert json.loads(json.dumps(described)) == described
+
+
+def test_text_only_package_has_no_vision_parts():
+    pkg = ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K")
+    assert not pkg.has_vision and pkg.vision_parts is None and pkg.image_tokens is None
+    assert pkg.describe()["image_tokens"] is None
 
 
 def test_custom_ops_layout_reads_config_entries():
