@@ -304,6 +304,11 @@ class Session:
                 extra["intra_op_num_threads"] = threads
             if extra:
                 config.overlay(json.dumps({"model": {"decoder": {"session_options": extra}}}))
+            if provider is not None and pkg.has_vision:
+                # clear_providers() reaches the decoder only; the vision and embedding models
+                # would still ask for the package's own provider.
+                parts = {p: {"session_options": {"provider_options": []}} for p in ("vision", "embedding")}
+                config.overlay(json.dumps({"model": parts}))
             model = og.Model(config)
             tokenizer = og.Tokenizer(model)
         except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
