@@ -26,6 +26,7 @@ from typing import Any
 from .budget import BudgetPlan
 from .chat_template import ChatTemplate
 from .errors import (
+    ChatTemplateError,
     ContextWindowExceededError,
     GenerationError,
     GenerationTimeoutError,
@@ -429,9 +430,17 @@ class Session:
         check_text(messages)
         extra = {k: v for k, v in options.template_vars.items() if k != "chat_template"}
         tools = normalize_tools(list(options.tools)) if options.tools else None
-        return self.template_for(options).render(
-            [_template_view(m) for m in messages], tools=tools, enable_thinking=options.enable_thinking, **extra
-        )
+        template = self.template_for(options)
+        view = [_template_view(m) for m in messages]
+        try:
+            return template.render(view, tools=tools, enable_thinking=options.enable_thinking, **extra)
+        except ChatTemplateError as exc:
+            # Templates such as Gemma 3's require user and assistant turns to alternate; two
+            # system, user (or assistant) messages in a row are one turn to them: merge and render again.
+            merged = _merge_consecutive(view)
+            if "alternate" not in getattr(exc, "template_message", "") or len(merged) == len(view):
+                raise
+            return template.render(merged, tools=tools, enable_thinking=options.enable_thinking, **extra)
 
     # ------------------------------------------------------------------ images
     def _processor(self) -> Any:
@@ -784,6 +793,27 @@ def _template_view(message: ChatMessage) -> ChatMessage:
         return message
     parts = [{"type": "image"} if p.get("type") in ("image", "image_url") else p for p in message.content]
     return dataclasses.replace(message, content=parts)
+
+
+def _merge_consecutive(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Consecutive plain system, user or assistant messages joined into one (texts by a blank line)."""
+    out: list[ChatMessage] = []
+    for m in messages:
+        prev = out[-1] if out else None
+        plain = m.role in ("system", "user", "assistant") and not m.tool_calls and m.reasoning is None
+        if prev is not None and plain and prev.role == m.role and not prev.tool_calls and prev.reasoning is None:
+            if isinstance(prev.content, str) and isinstance(m.content, str):
+                content: str | list[dict[str, Any]] = f"{prev.content}\n\n{m.content}"
+            else:
+                content = _parts(prev.content) + [{"type": "text", "text": "\n\n"}] + _parts(m.content)
+            out[-1] = dataclasses.replace(prev, content=content)
+        else:
+            out.append(m)
+    return out
+
+
+def _parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list(content) if isinstance(content, list) else [{"type": "text", "text": content}]
 
 
 def _as_numpy(tensor: Any) -> Any:

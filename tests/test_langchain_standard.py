@@ -65,7 +65,7 @@ class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
 
     @property
     def supports_image_inputs(self) -> bool:
-        return False  # no vision model is run by this version
+        return False  # Qwen3 has no vision model (see TestChatRyzenAIVisionIntegration)
 
     @property
     def supports_anthropic_inputs(self) -> bool:
@@ -133,3 +133,86 @@ class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
         self, model: BaseChatModel, *, tool_choice: str | None = None, force_tool_call: bool = True
     ) -> None:
         super().test_unicode_tool_call_integration(model, tool_choice=tool_choice, force_tool_call=force_tool_call)
+
+
+# ---------------------------------------------------------------- a vision package
+VISION = TINY_QWEN3.parent / "tiny-gemma3-vision"
+
+
+def _local_test_image(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serve the image the suite downloads from GitHub from a local file: this machine has no network.
+
+    The test itself, its messages and its parameters are unchanged; only where the bytes
+    come from differs.
+    """
+    import io
+
+    import httpx
+    from PIL import Image
+
+    real_get = httpx.get
+
+    def get(url: str, *args: Any, **kwargs: Any) -> Any:
+        if "raw.githubusercontent.com" not in str(url):
+            return real_get(url, *args, **kwargs)
+        out = io.BytesIO()
+        Image.new("RGB", (320, 200), (30, 120, 200)).save(out, format="PNG")
+        return httpx.Response(200, content=out.getvalue(), request=httpx.Request("GET", str(url)))
+
+    monkeypatch.setattr(httpx, "get", get)
+
+
+class TestChatRyzenAIVisionIntegration(ChatModelIntegrationTests):
+    """The standard suite on the tiny Gemma 3 multimodal fixture: text and image input."""
+
+    @property
+    def chat_model_class(self) -> type[ChatRyzenAI]:
+        return ChatRyzenAI
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        return {"model": str(VISION), "temperature": 0, "max_tokens": 64}
+
+    @property
+    def has_tool_calling(self) -> bool:
+        return False  # Gemma 3's chat template has no tool format
+
+    @property
+    def has_structured_output(self) -> bool:
+        return True  # grammar-constrained JSON schema, for any family
+
+    @property
+    def supports_json_mode(self) -> bool:
+        return True
+
+    @property
+    def returns_usage_metadata(self) -> bool:
+        return True
+
+    @property
+    def supports_image_inputs(self) -> bool:
+        return True  # base64 in OpenAI's image_url form and LangChain's standard image block
+
+    @property
+    def supports_image_urls(self) -> bool:
+        return False  # web addresses are refused: the engine does not fetch from the network
+
+    @property
+    def supports_image_tool_message(self) -> bool:
+        return False  # Gemma 3's template renders no tool role
+
+    @property
+    def model_override_value(self) -> str:
+        return str(VISION)
+
+    @pytest.fixture(autouse=True)
+    def _offline_test_image(self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+        if request.node.name.startswith("test_image"):
+            _local_test_image(monkeypatch)
+
+    @pytest.mark.xfail(
+        reason=f"{NEEDS_UNDERSTANDING}: JSON mode constrains the output to a JSON object, the prompt must make the "
+        "model choose the keys 'setup' and 'punchline'"
+    )
+    def test_json_mode(self, model: BaseChatModel) -> None:
+        super().test_json_mode(model)
