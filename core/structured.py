@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,12 +44,21 @@ def _bound(schema: Any, chars: int, items: int = _MAX_ITEMS) -> None:
     if "string" in types and not any(k in schema for k in ("enum", "const", "format", "pattern")):
         schema["maxLength"] = min(int(schema.get("maxLength", chars)), chars)
         schema["minLength"] = min(int(schema.get("minLength", 0)), schema["maxLength"])
-    if "object" in types and "properties" in schema:
-        schema.setdefault("additionalProperties", False)
-    elif "object" in types:  # free-form keys cannot be bounded by the grammar; their number can
-        schema["maxProperties"] = min(int(schema.get("maxProperties", items)), items)
+    if "object" in types:
+        extra = schema.get("additionalProperties", "properties" not in schema)
+        if extra is not False and not schema.get("patternProperties"):
+            # Free-form keys (a dict field): keys of at most `chars` characters without quotes,
+            # backslashes or control characters, values as the schema says (any value: a scalar).
+            value = extra if isinstance(extra, dict) and extra else {"type": ["string", "number", "boolean", "null"]}
+            schema["patternProperties"] = {_key_pattern(chars): value}
+            schema["maxProperties"] = min(
+                int(schema.get("maxProperties", items)), items + len(schema.get("properties") or {})
+            )
+        schema["additionalProperties"] = False
     if "array" in types:
-        schema["maxItems"] = min(int(schema.get("maxItems", items)), items)
+        # Never below what the schema itself requires (a tuple's items, minItems).
+        floor = max(int(schema.get("minItems", 0)), len(schema.get("prefixItems") or []))
+        schema["maxItems"] = max(min(int(schema.get("maxItems", max(items, floor))), items), floor)
         schema["minItems"] = min(int(schema.get("minItems", 0)), schema["maxItems"])
     if "integer" in types or "number" in types:
         schema.setdefault("minimum", -_NUMBER_BOUND)
@@ -104,19 +114,43 @@ def _type_bytes(kind: Any, schema: dict[str, Any], defs: Mapping[str, Any], dept
         return 4
     if kind == "array":
         items = schema.get("items")
+        prefix = [_worst_bytes(p, defs, depth + 1) for p in schema.get("prefixItems") or []]
         n = int(schema.get("maxItems", _MAX_ITEMS))
-        per = _worst_bytes(items, defs, depth + 1) if isinstance(items, dict) else _free_value()
-        return 2 + n * per + max(0, n - 1)
+        rest = max(0, n - len(prefix))
+        if isinstance(items, dict):
+            per = _worst_bytes(items, defs, depth + 1)
+        else:
+            per = 0 if items is False or (prefix and "maxItems" in schema and rest == 0) else _free_value()
+        values = sum(prefix[:n]) + rest * per
+        return 2 + values + max(0, n - 1)
     if kind == "object":
         props = schema.get("properties") or {}
-        if not props and schema.get("additionalProperties", True) is not False:
-            n = int(schema.get("maxProperties", _MAX_ITEMS))
-            extra = schema.get("additionalProperties")
-            value = _worst_bytes(extra, defs, depth + 1) if isinstance(extra, dict) else _free_value()
-            return 2 + n * (_free_value() + 1 + value) + max(0, n - 1)
         members = [len(json.dumps(k).encode()) + 1 + _worst_bytes(v, defs, depth + 1) for k, v in props.items()]
+        patterns = schema.get("patternProperties") or {}
+        if patterns:
+            n = max(0, int(schema.get("maxProperties", _MAX_ITEMS)) - len(members))
+            key = max(_pattern_key_bytes(p) for p in patterns)
+            value = max(_worst_bytes(v, defs, depth + 1) for v in patterns.values())
+            members += [key + 1 + value] * n
+        elif schema.get("additionalProperties", not props) is not False:
+            members += [_free_value() + 1 + _free_value()] * int(schema.get("maxProperties", _MAX_ITEMS))
         return 2 + sum(members) + max(0, len(members) - 1)
     return _free_value()
+
+
+_KEY_CHARS = '[^"\\\\\\x00-\\x1f]'
+_KEY_RE = re.compile(r"^\^" + re.escape(_KEY_CHARS) + r"\{1,(\d+)\}\$$")
+
+
+def _key_pattern(chars: int) -> str:
+    """A key of 1..``chars`` characters that needs no escape (at most 4 UTF-8 bytes each)."""
+    return f"^{_KEY_CHARS}{{1,{chars}}}$"
+
+
+def _pattern_key_bytes(pattern: str) -> int:
+    """Bytes of the longest key ``pattern`` admits (quotes included); an estimate for other patterns."""
+    match = _KEY_RE.match(pattern)
+    return 2 + 4 * int(match.group(1)) if match else _free_value()
 
 
 def _free_value() -> int:

@@ -181,3 +181,34 @@ def test_json_mode_object_closes_within_the_budget():
         assert isinstance(json.loads(c.text), dict) and c.usage.completion_tokens <= budget
     with pytest.raises(InvalidRequestError, match="too small for JSON mode"):
         json_object_guidance(4)
+
+
+TUPLE_AND_DICT = {
+    "type": "object",
+    "properties": {
+        "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+        "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "anything": {"type": "object"},
+    },
+    "required": ["pair", "scores", "anything"],
+}
+
+
+def test_tuples_keep_their_length_and_dict_keys_are_bounded():
+    b = bound_schema(TUPLE_AND_DICT, 400)
+    assert b["properties"]["pair"]["maxItems"] == 2 == b["properties"]["pair"]["minItems"]
+    scores = b["properties"]["scores"]
+    assert scores["additionalProperties"] is False and scores["maxProperties"] <= 8
+    (pattern,) = scores["patternProperties"]
+    assert pattern.startswith("^[^") and pattern.endswith("}$")
+
+
+@pytest.mark.parametrize("budget", [200, 400, 800])
+def test_tuple_and_dict_output_closes_within_the_budget_whatever_the_model_samples(budget):
+    e = Engine.get(TINY_QWEN3, execution="inline")
+    g = json_schema_guidance(TUPLE_AND_DICT, budget)
+    for seed in range(5):
+        c = e.generate(MSGS, validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, guidance=g))
+        data = json.loads(c.text)
+        assert len(data["pair"]) == 2 and isinstance(data["pair"][0], int) and isinstance(data["pair"][1], str)
+        assert all(isinstance(v, int) for v in data["scores"].values())
