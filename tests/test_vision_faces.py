@@ -132,10 +132,8 @@ def test_llamaindex_image_blocks_sync_async_and_streaming(tmp_path: Path, llamai
 
         async def both(message=message):
             chat = await llm.achat([message])
-            last = None
-            async for last in await llm.astream_chat([message]):
-                pass
-            return chat.message.content, last.message.content
+            contents = [r.message.content async for r in await llm.astream_chat([message])]
+            return chat.message.content, contents[-1]
 
         assert llamaindex_event_loop.run_until_complete(both()) == (expected, expected)
 
