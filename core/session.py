@@ -308,7 +308,8 @@ class Session:
             if provider is not None and pkg.has_vision:
                 # clear_providers() reaches the decoder only; the vision and embedding models
                 # would still ask for the package's own provider.
-                parts: dict[str, Any] = {p: {"session_options": {"provider_options": []}} for p in ("vision", "embedding")}
+                cleared: dict[str, Any] = {"session_options": {"provider_options": []}}
+                parts = {p: cleared for p in ("vision", "embedding")}
                 config.overlay(json.dumps({"model": parts}))
             model = og.Model(config)
             tokenizer = og.Tokenizer(model)
