@@ -405,8 +405,24 @@ class Session:
         return self._nul_token[0]
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` (special tokens skipped)."""
-        return str(self.tokenizer.decode(list(ids))) if ids else ""
+        """Text of ``ids`` (special tokens skipped).
+
+        onnxruntime-genai's decode returns a C string, which ends at a NUL: the ids are
+        decoded between the byte-0 tokens and joined with NUL, so no text after one is lost.
+        """
+        if not ids:
+            return ""
+        tokenizer = self.tokenizer
+        nul = self._nul_token_id()
+        if nul is None or nul not in ids:
+            return str(tokenizer.decode(list(ids)))
+        parts: list[list[int]] = [[]]
+        for i in ids:
+            if i == nul:
+                parts.append([])
+            else:
+                parts[-1].append(int(i))
+        return "\x00".join(str(tokenizer.decode(p)) if p else "" for p in parts)
 
     # ------------------------------------------------------------------ preparing
     def template_for(self, options: GenerationOptions) -> ChatTemplate:
