@@ -494,8 +494,13 @@ class Session:
             return len(self._multimodal(prompt, messages)[0])
         return len(self.encode(prompt))
 
-    def prepare(self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions) -> Prepared:
-        """Render, tokenize and plan; apply the overflow policy.
+    def prepare(
+        self,
+        messages: Sequence[ChatMessage] | RawPrompt,
+        options: GenerationOptions,
+        check: Callable[[], None] | None = None,
+    ) -> Prepared:
+        """Render, tokenize and plan; apply the overflow policy (``check`` runs before each render).
 
         Raises:
             ContextWindowExceededError: the prompt does not fit (policy ``error``, or nothing
@@ -515,9 +520,10 @@ class Session:
             plan = budget.plan(len(ids), options.max_new_tokens)
             tools = normalize_tools(list(options.tools)) if options.tools else []
             return Prepared(text, ids, plan, 0, False, tools)
-        msgs = list(messages)
-        dropped = 0
-        while True:
+        check = check or (lambda: None)
+
+        def attempt(msgs: list[ChatMessage]) -> tuple[str, list[int], tuple[Any, str, int], BudgetPlan]:
+            check()
             prompt = self.render(msgs, options)
             mm: tuple[Any, str, int] = (None, "", -1)
             if any(m.has_images for m in msgs):
@@ -525,27 +531,49 @@ class Session:
                 mm = (rest[0], rest[1], rest[2])
             else:
                 ids = self.encode(prompt)
+            return prompt, ids, mm, budget.plan(len(ids), options.max_new_tokens)
+
+        msgs = list(messages)
+        dropped = 0
+        try:
+            prompt, ids, mm, plan = attempt(msgs)
+        except ContextWindowExceededError as exc:
+            if options.overflow != "drop_oldest":
+                raise
+            # Find the fewest oldest turns to drop by bisection: a few renders, not one per turn.
+            steps = _drop_steps(msgs)
+            if not steps:
+                raise self._nothing_to_drop(exc) from None
             try:
-                plan = budget.plan(len(ids), options.max_new_tokens)
-                break
-            except ContextWindowExceededError as exc:
-                if options.overflow != "drop_oldest":
-                    raise
-                victim = _oldest_droppable(msgs)
-                if victim is None:
-                    raise ContextWindowExceededError(
-                        f"{exc} Dropping old turns did not help: the system prompt and the newest message "
-                        f"alone take {len(ids)} tokens.",
-                        prompt_tokens=exc.prompt_tokens,
-                        limit=exc.limit,
-                        window=exc.window,
-                    ) from None
-                dropped += _drop_turn(msgs, victim)
+                attempt(_after_drops(msgs, len(steps)))
+            except ContextWindowExceededError as last:
+                raise self._nothing_to_drop(last) from None
+            lo, hi = 1, len(steps)  # hi always fits
+            while lo < hi:
+                mid = (lo + hi) // 2
+                try:
+                    attempt(_after_drops(msgs, mid))
+                    hi = mid
+                except ContextWindowExceededError:
+                    lo = mid + 1
+            msgs = _after_drops(msgs, hi)
+            dropped = sum(steps[:hi])
+            prompt, ids, mm, plan = attempt(msgs)
         tpl = self.template_for(options)
         markers = tpl.reasoning_markers
         start_in_reasoning = bool(markers) and prompt.rstrip("\n").endswith(markers[0]) if markers else False
         tools = normalize_tools(list(options.tools)) if options.tools else []
         return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools, mm[1], mm[0], mm[2])
+
+    @staticmethod
+    def _nothing_to_drop(exc: ContextWindowExceededError) -> ContextWindowExceededError:
+        return ContextWindowExceededError(
+            f"{exc} Dropping old turns did not help: the system prompt and the newest message "
+            f"alone take {exc.prompt_tokens} tokens.",
+            prompt_tokens=exc.prompt_tokens,
+            limit=exc.limit,
+            window=exc.window,
+        )
 
     # ------------------------------------------------------------------ generating
     def kv_reuse_default(self) -> bool:
@@ -567,7 +595,7 @@ class Session:
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
         control.enter("preparing")
-        prepared = self.prepare(messages, options)
+        prepared = self.prepare(messages, options, control.check_deadline)
         control.prompt_tokens = len(prepared.prompt_ids)
         return self._stream(prepared, options, control, t_call)
 
@@ -851,6 +879,26 @@ def _oldest_droppable(msgs: list[ChatMessage]) -> int | None:
         if m.role != "system":
             return i
     return None
+
+
+def _drop_steps(msgs: list[ChatMessage]) -> list[int]:
+    """How many messages each successive oldest-turn drop removes, until nothing may go."""
+    work = list(msgs)
+    steps = []
+    while (victim := _oldest_droppable(work)) is not None:
+        steps.append(_drop_turn(work, victim))
+    return steps
+
+
+def _after_drops(msgs: list[ChatMessage], k: int) -> list[ChatMessage]:
+    """``msgs`` after its ``k`` oldest droppable turns went."""
+    work = list(msgs)
+    for _ in range(k):
+        victim = _oldest_droppable(work)
+        if victim is None:
+            break
+        _drop_turn(work, victim)
+    return work
 
 
 def _drop_turn(msgs: list[ChatMessage], i: int) -> int:

@@ -105,3 +105,18 @@ def test_decoding_keeps_the_text_after_a_nul(folder: Path) -> None:
     session = engine.backend.session
     decoder = IncrementalDecoder(session.decode)
     assert "".join(decoder.feed(i) for i in ids) + decoder.flush() == text
+
+
+def test_drop_oldest_on_thousands_of_messages_drops_the_fewest_turns() -> None:
+    """Bisection over the oldest turns: a handful of renders, and exactly the fewest drops that fit."""
+    from ryzenai_core.session import _after_drops, _drop_steps
+
+    engine = Engine.get(QA_MODEL, execution="inline")
+    msgs = [ChatMessage("system", "Answer briefly.")]
+    msgs += [ChatMessage("user" if i % 2 == 0 else "assistant", f"message number {i}") for i in range(5001)]
+    out = engine.generate(msgs, validated_options(max_new_tokens=4, overflow="drop_oldest"), timeout=60)
+    limit = engine.budget.prompt_limit
+    steps = _drop_steps(msgs)
+    k = next(i for i in range(len(steps) + 1) if sum(steps[:i]) == out.dropped_messages)
+    assert out.usage.prompt_tokens == engine.count_tokens(_after_drops(msgs, k)) <= limit
+    assert engine.count_tokens(_after_drops(msgs, k - 1)) > limit
