@@ -448,6 +448,14 @@ class Session:
         extra = {k: v for k, v in options.template_vars.items() if k != "chat_template"}
         tools = normalize_tools(list(options.tools)) if options.tools else None
         template = self.template_for(options)
+        tool_turns = [i for i, m in enumerate(messages) if m.role == "tool" or m.tool_calls]
+        if (tools or tool_turns) and not template.supports_tools:
+            what = f"{len(tools)} tool(s)" if tools else f"a tool call or result (message #{tool_turns[0]})"
+            raise InvalidRequestError(
+                f"the chat template of {self.package.name} ({template.family}) does not render tools, so "
+                f"{what} would be silently left out of the prompt; send the call without tools, or use a "
+                "package whose template has tools (Llama 3.2, Qwen3)"
+            )
         view = [_template_view(m) for m in messages]
         try:
             return template.render(view, tools=tools, enable_thinking=options.enable_thinking, **extra)

@@ -195,3 +195,27 @@ def test_an_unknown_provider_is_refused_at_construction(face):
 
     with pytest.raises(ValueError, match=r"provider 'gpu' is not supported; use None .* 'cpu', 'cuda', 'dml'"):
         make()
+
+
+def test_tools_on_a_template_without_tools_are_refused_not_dropped():
+    from langchain_core.tools import tool
+
+    from conftest import TINY_GEMMA3
+    from langchain_ryzenai import ChatRyzenAI
+
+    @tool
+    def multiply(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return a * b
+
+    llm = ChatRyzenAI(model=str(TINY_GEMMA3), max_tokens=4)
+    for call in (
+        lambda: llm.bind_tools([multiply]).invoke("6*7?"),
+        lambda: llm.get_num_tokens_from_messages(["6*7?"], tools=[multiply]),
+    ):
+        with pytest.raises(InvalidRequestError, match=r"does not render tools, so 1 tool\(s\) would be silently left out"):
+            call()
+    history = [("human", "6*7?"), {"role": "assistant", "content": "", "tool_calls": [{"name": "multiply", "args": {"a": 6, "b": 7}, "id": "c1"}]}]
+    with pytest.raises(InvalidRequestError, match=r"a tool call or result \(message #1\)"):
+        llm.invoke(history)
+    assert llm.invoke("6*7?").usage_metadata["output_tokens"] == 4
