@@ -1,7 +1,8 @@
 """``ryzenai-llm chat``: an interactive streaming chat in the terminal.
 
 Commands: ``/reset`` clears the history, ``/system TEXT`` sets the system prompt,
-``/exit`` (or Ctrl-D) leaves. Ctrl-C while an answer streams stops that answer and keeps
+``/image PATH`` attaches an image to the next message (vision packages), ``/exit`` (or
+Ctrl-D) leaves. Ctrl-C while an answer streams stops that answer and keeps
 the conversation. After each answer a status line shows the budget: prompt tokens and
 their prefill bucket, tokens used of the window, decode speed.
 """
@@ -29,11 +30,19 @@ class ChatSession:
         self.history: list[ChatMessage] = []
         self.max_new_tokens = max_new_tokens
         self.options = options
+        self.images: list[str] = []  # attached to the next user message
+
+    def user_message(self, user: str) -> ChatMessage:
+        """The new user turn, with the attached images first (as Gemma 3's examples put them)."""
+        if not self.images:
+            return ChatMessage("user", user)
+        parts: list[dict[str, Any]] = [{"type": "image", "image": path} for path in self.images]
+        return ChatMessage("user", [*parts, {"type": "text", "text": user}])
 
     def messages(self, user: str) -> list[ChatMessage]:
         """The messages sent for a new user turn."""
         head = [ChatMessage("system", self.system)] if self.system else []
-        return [*head, *self.history, ChatMessage("user", user)]
+        return [*head, *self.history, self.user_message(user)]
 
     def ask(self, user: str, out: TextIO) -> str:
         """Stream one answer to ``out``; returns the status line. Ctrl-C stops the answer."""
@@ -57,12 +66,14 @@ class ChatSession:
             stream.close()  # type: ignore[attr-defined]
         out.write("\n")
         answer = "".join(text)
-        self.history += [ChatMessage("user", user), ChatMessage("assistant", answer)]
+        images = len(self.images)
+        self.history += [self.user_message(user), ChatMessage("assistant", answer)]
+        self.images = []
         if final is not None and final.dropped_messages:
             self.history = self.history[final.dropped_messages :]
-        return self.status(final, interrupted)
+        return self.status(final, interrupted, images)
 
-    def status(self, final: Any, interrupted: bool) -> str:
+    def status(self, final: Any, interrupted: bool, images: int = 0) -> str:
         """The budget line shown after an answer."""
         window = self.engine.budget.window
         if final is None or final.usage is None or final.plan is None:
@@ -72,8 +83,10 @@ class ChatSession:
         speed = f", {t.decode_tokens_per_second:.1f} tok/s" if t and t.decode_tokens_per_second else ""
         ttft = f", first token {t.time_to_first_token * 1000:.0f} ms" if t and t.time_to_first_token else ""
         dropped = f", {final.dropped_messages} old turns dropped" if final.dropped_messages else ""
+        cost = self.engine.package.image_tokens
+        image = f" ({images} image{'s' if images > 1 else ''}: {images * cost} image tokens)" if images and cost else ""
         return (
-            f"[{u.prompt_tokens} prompt + {u.completion_tokens} new = {u.total_tokens}/{window} tokens, "
+            f"[{u.prompt_tokens} prompt{image} + {u.completion_tokens} new = {u.total_tokens}/{window} tokens, "
             f"{bucket}{ttft}{speed}, {final.finish_reason}{dropped}]"
         )
 
@@ -85,12 +98,32 @@ class ChatSession:
         if line.startswith("/system"):
             self.system = line[len("/system") :].strip() or None
             return f"[system prompt {'set' if self.system else 'cleared'}]"
+        if line.startswith("/image"):
+            return self.attach(line[len("/image") :].strip())
         if line == "/help":
             return (
-                "/reset  clear the history · /system TEXT  set the system prompt · /exit  leave · "
-                "Ctrl-C  stop an answer"
+                "/reset  clear the history · /system TEXT  set the system prompt · /image PATH  attach an "
+                "image to the next message · /exit  leave · Ctrl-C  stop an answer"
             )
         return None
+
+    def attach(self, path: str) -> str:
+        """Attach the image at ``path`` to the next message (checked now, so a typo shows at once)."""
+        from .images import prepare_image
+
+        if not path:
+            return "[usage: /image PATH]"
+        if not self.engine.package.has_vision:
+            return f"[{self.engine.package.name} has no vision model: images cannot be sent to it]"
+        try:
+            image = prepare_image({"type": "image", "image": path}, f"the image {path!r}")
+        except RyzenAIError as exc:
+            return f"[{exc}]"
+        self.images.append(path)
+        cost = self.engine.package.image_tokens
+        tokens = f", {cost} prompt tokens" if cost else ""
+        size = f"{image.size[0]}x{image.size[1]}"
+        return f"[image {len(self.images)} attached: {size}{tokens}; it goes with your next message]"
 
 
 def _chat(args: argparse.Namespace) -> int:

@@ -70,3 +70,30 @@ def test_bench_chart_draws_steps_only_for_bucketed_packages():
     bucketed = [{"prompt_tokens": n, "prefill_bucket": b} for n, b in ((128, 128), (129, 256))]
     assert ttft_drawstyle(plain) == "default"
     assert ttft_drawstyle(bucketed) == "steps-post"
+
+
+def test_chat_image_command_attaches_an_image_to_the_next_message(tmp_path):
+    from PIL import Image
+
+    from conftest import MODELS
+
+    red, blue = tmp_path / "red.png", tmp_path / "blue.png"
+    Image.new("RGB", (32, 24), "red").save(red)
+    Image.new("RGB", (32, 24), "blue").save(blue)
+    s = ChatSession(Engine.get(MODELS / "tiny-gemma3-vision"), max_new_tokens=6, temperature=0)
+    assert s.command(f"/image {red}") == "[image 1 attached: 32x24, 256 prompt tokens; it goes with your next message]"
+    assert "not a file" in s.command(f"/image {tmp_path / 'missing.png'}")
+    with_image = s.ask("What is this?", io.StringIO())
+    assert "(1 image: 256 image tokens)" in with_image
+    assert s.images == [] and s.history[0].has_images  # sent once, kept in the history
+    s.command("/reset")
+    text_only = s.ask("What is this?", io.StringIO())
+    assert int(with_image.split()[0].lstrip("[")) - int(text_only.split()[0].lstrip("[")) > 256
+    s.command(f"/image {red}")
+    s.command(f"/image {blue}")
+    assert "(2 images: 512 image tokens)" in s.ask("What is this?", io.StringIO())
+
+
+def test_chat_image_command_on_a_text_package_says_why_not(tmp_path):
+    s = ChatSession(Engine.get(TINY_QWEN3), max_new_tokens=2)
+    assert s.command(f"/image {tmp_path / 'x.png'}") == "[tiny-qwen3 has no vision model: images cannot be sent to it]"
