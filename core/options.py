@@ -91,6 +91,11 @@ class GenerationOptions(BaseModel):
         for s in value:
             if not isinstance(s, str) or s == "":
                 raise ValueError(f"stop strings must be non-empty strings, got {s!r}")
+            if any("\ud800" <= c <= "\udfff" for c in s):
+                raise ValueError(
+                    f"stop string {s!r} holds a lone surrogate, which is not valid Unicode and no output can "
+                    "contain; fix the string"
+                )
         return value
 
     @field_validator("tools", mode="before")

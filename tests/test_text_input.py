@@ -120,3 +120,8 @@ def test_drop_oldest_on_thousands_of_messages_drops_the_fewest_turns() -> None:
     k = next(i for i in range(len(steps) + 1) if sum(steps[:i]) == out.dropped_messages)
     assert out.usage.prompt_tokens == engine.count_tokens(_after_drops(msgs, k)) <= limit
     assert engine.count_tokens(_after_drops(msgs, k - 1)) > limit
+
+
+def test_a_stop_string_that_can_never_match_is_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="stop string '\\\\ud800' holds a lone surrogate"):
+        validated_options(stop=["\ud800"])
