@@ -328,14 +328,17 @@ def build(out: Path = OUT) -> None:
         bf.train_tokenizer(fam, hf)
         tok = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
         ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
-        tcfg = {
-            "tokenizer_class": "PreTrainedTokenizerFast",
+        special = {
             "bos_token": fam.bos,
             "eos_token": fam.eos,
             "pad_token": fam.pad,
             "boi_token": "<start_of_image>",
             "eoi_token": "<end_of_image>",
             "image_token": "<image_soft_token>",
+        }
+        tcfg = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            **special,
             "model_max_length": MAX_LENGTH,
             "clean_up_tokenization_spaces": False,
             **fam.tokenizer_config,
@@ -360,17 +363,7 @@ def build(out: Path = OUT) -> None:
         template = (bf.TEMPLATES / fam.template).read_text(encoding="utf-8")
         write_json(out / "tokenizer_config.json", {**tcfg, "chat_template": template})
         shutil.copy2(bf.TEMPLATES / fam.template, out / "chat_template.jinja")
-        write_json(
-            out / "special_tokens_map.json",
-            {
-                "bos_token": fam.bos,
-                "eos_token": fam.eos,
-                "pad_token": fam.pad,
-                "boi_token": "<start_of_image>",
-                "eoi_token": "<end_of_image>",
-                "image_token": "<image_soft_token>",
-            },
-        )
+        write_json(out / "special_tokens_map.json", special)
         compare(model, out)
     size = sum(p.stat().st_size for p in out.iterdir())
     bf.log(f"{out.relative_to(bf.ROOT)}: {size / 1e6:.1f} MB in {time.perf_counter() - started:.0f} s")
