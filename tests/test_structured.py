@@ -119,35 +119,30 @@ def test_forced_call_budget_counts_the_call_wrapper():
         tool_call_guidance("qwen3", TOOLS, 20, "search")
 
 
-def _weather(city: str, days: int) -> str:
-    """Get the weather forecast for a city."""
-    return city * days
+def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    """A tool as LangChain's ``convert_to_openai_tool`` writes it for a ``@tool`` function."""
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": properties, "required": required}}}
 
 
-def _magic(input: int) -> int:
-    """Applies a magic function to an input."""
-    return input
-
-
-def _search(query: str) -> str:
-    """Search the web."""
-    return query
-
-
-def _selections(choices: list[int], reason: str) -> str:
-    """Pick some of the numbered choices, and say why."""
-    return reason
+CALL_TOOLS = {
+    "weather": _tool("get_weather", "Get the weather forecast for a city.",
+                     {"city": {"type": "string"}, "days": {"type": "integer"}}, ["city", "days"]),
+    "magic": _tool("magic_function", "Applies a magic function to an input.", {"input": {"type": "integer"}}, ["input"]),
+    "search": _tool("search", "Search the web.", {"query": {"type": "string"}}, ["query"]),
+    "selections": _tool("pick", "Pick some of the numbered choices, and say why.",
+                        {"choices": {"type": "array", "items": {"type": "integer"}}, "reason": {"type": "string"}},
+                        ["choices", "reason"]),
+}
 
 
 @pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
-@pytest.mark.parametrize("fn", [_weather, _magic, _search, _selections], ids=lambda f: f.__name__.strip("_"))
-def test_forced_call_is_refused_before_generating_or_completes(model, fn):
+@pytest.mark.parametrize("which", sorted(CALL_TOOLS))
+def test_forced_call_is_refused_before_generating_or_completes(model, which):
     """A budget the check passes holds the whole call, whatever the model samples; a smaller one is
-    refused before generating, naming a budget that passes (LangChain tools, several seeds)."""
-    from langchain_core.tools import tool
-
-    tools = [tool(fn).tool_call_schema.model_json_schema()]
-    tools = [{"type": "function", "function": {"name": fn.__name__, "description": fn.__doc__, "parameters": tools[0]}}]
+    refused before generating, naming a budget that passes (tools as LangChain writes them, several seeds)."""
+    tools = [CALL_TOOLS[which]]
+    name = tools[0]["function"]["name"]
     e = Engine.get(model, execution="inline")
     family = e.template.family
     need = None
@@ -167,7 +162,7 @@ def test_forced_call_is_refused_before_generating_or_completes(model, fn):
             c = e.generate(
                 MSGS, validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, tools=tools, guidance=g)
             )
-            assert c.finish_reason == "tool_calls" and c.tool_calls[0].name == fn.__name__, (budget, seed, c.text)
+            assert c.finish_reason == "tool_calls" and c.tool_calls[0].name == name, (budget, seed, c.text)
 
 
 def test_json_mode_object_closes_within_the_budget():
