@@ -10,8 +10,11 @@ Data flow::
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -25,6 +28,7 @@ from llama_index.core.base.llms.types import (
     ToolCallBlock,
 )
 from llama_index.core.llms.llm import ToolSelection
+from llama_index.core.schema import ImageDocument, ImageNode
 
 from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
@@ -239,3 +243,39 @@ def _image_source(block: ImageBlock) -> bytes | str:
         return str(block.path)
     return str(block.url) if block.url is not None else ""
 
+
+def image_blocks(documents: Sequence[Any]) -> list[ImageBlock]:
+    """ImageBlocks for ``image_documents`` (LlamaIndex's multimodal ``complete`` argument).
+
+    An :class:`ImageBlock` is kept; an ``ImageNode`` / ``ImageDocument`` gives its ``image``
+    (base64 text), else its ``image_path``, else its ``image_url`` (a web URL is refused by the
+    core like any other), else ``metadata['file_path']``.
+
+    Raises:
+        InvalidRequestError: an item that is neither, a node without an image, or ``image``
+            that is not base64 text.
+    """
+    blocks: list[ImageBlock] = []
+    for n, item in enumerate(documents, 1):
+        if isinstance(item, ImageBlock):
+            blocks.append(item)
+        elif isinstance(item, (ImageNode, ImageDocument)):
+            if item.image:
+                try:
+                    data = base64.b64decode(item.image, validate=True)
+                except (binascii.Error, ValueError) as exc:
+                    raise InvalidRequestError(f"image document {n}: its image is not base64 text ({exc})") from exc
+                blocks.append(ImageBlock(image=data, image_mimetype=item.image_mimetype))
+            elif item.image_path:
+                blocks.append(ImageBlock(path=Path(item.image_path)))
+            elif item.image_url:
+                blocks.append(ImageBlock(url=item.image_url))
+            elif item.metadata.get("file_path"):
+                blocks.append(ImageBlock(path=Path(str(item.metadata["file_path"]))))
+            else:
+                raise InvalidRequestError(f"image document {n} has no image (image, image_path or image_url)")
+        else:
+            raise InvalidRequestError(
+                f"image document {n} is a {type(item).__name__}; pass ImageDocument / ImageNode objects or ImageBlocks"
+            )
+    return blocks

@@ -44,6 +44,7 @@ from llama_index.core.base.llms.types import (
     CompletionResponse,
     CompletionResponseAsyncGen,
     CompletionResponseGen,
+    ImageBlock,
     LLMMetadata,
     MessageRole,
     TextBlock,
@@ -71,7 +72,7 @@ from ryzenai_core.session import check_runtime_settings
 from ryzenai_core.structured import json_schema_guidance, tool_call_guidance
 
 from ._calibration import SEGMENTS
-from ._convert import _Fold, keep_first_tool_call, to_completion, to_core_messages, tool_selections
+from ._convert import _Fold, image_blocks, keep_first_tool_call, to_completion, to_core_messages, tool_selections
 
 __all__ = ["PackageTokenizer", "RyzenAILLM"]
 
@@ -513,13 +514,29 @@ class RyzenAILLM(FunctionCallingLLM):
     def _custom_completion_to_prompt(self) -> bool:
         return self.completion_to_prompt is not default_completion_to_prompt
 
-    def _completion_messages(self, prompt: str, formatted: bool) -> tuple[list[ChatMessage], str | None]:
-        """(messages, raw prompt) for a completion: verbatim text, or one user message."""
+    def _completion_messages(
+        self, prompt: str, formatted: bool, image_documents: Sequence[Any] | None = None
+    ) -> tuple[list[ChatMessage], str | None]:
+        """(messages, raw prompt) for a completion: verbatim text, or one user message.
+
+        Images (``image_documents``) come before the text in that message.
+
+        Raises:
+            InvalidRequestError: images with a verbatim prompt (it carries text only).
+        """
+        images: list[ImageBlock] = image_blocks(image_documents or [])
+        if images and (formatted or self._custom_completion_to_prompt()):
+            raise InvalidRequestError(
+                "image_documents need the chat template: a verbatim prompt (formatted=True or "
+                "completion_to_prompt) carries text only; send the images with formatted=False"
+            )
         if formatted:
             return [], prompt
         if self._custom_completion_to_prompt():
             assert self.completion_to_prompt is not None
             return [], self.completion_to_prompt(prompt)
+        if images:
+            return [ChatMessage(role=MessageRole.USER, blocks=[*images, TextBlock(text=prompt)])], None
         return [ChatMessage(role=MessageRole.USER, content=prompt)], None
 
     def _request(
@@ -674,19 +691,25 @@ class RyzenAILLM(FunctionCallingLLM):
 
     # ------------------------------------------------------------------ completion (from chat)
     @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+    def complete(
+        self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
+    ) -> CompletionResponse:
         """Complete ``prompt``: one user message through the chat template.
 
         With ``formatted=True`` or a ``completion_to_prompt`` function, the text is sent
         verbatim (special tokens written as text are tokenized as such; nothing is added).
+        ``image_documents`` (``ImageDocument`` / ``ImageNode`` objects or ``ImageBlock`` s, the
+        multimodal LLMs' argument) go before the text in the user message, for vision packages.
         """
-        messages, raw = self._completion_messages(prompt, formatted)
+        messages, raw = self._completion_messages(prompt, formatted, image_documents)
         return to_completion(_last(self._stream(messages, kwargs, raw)))
 
     @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
+    ) -> CompletionResponseGen:
         """Stream a completion (see :meth:`complete`)."""
-        messages, raw = self._completion_messages(prompt, formatted)
+        messages, raw = self._completion_messages(prompt, formatted, image_documents)
         responses = self._stream(messages, kwargs, raw)
 
         def gen() -> CompletionResponseGen:
@@ -699,15 +722,19 @@ class RyzenAILLM(FunctionCallingLLM):
         return gen()
 
     @llm_completion_callback()
-    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+    async def acomplete(
+        self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
+    ) -> CompletionResponse:
         """Async twin of :meth:`complete`."""
-        messages, raw = self._completion_messages(prompt, formatted)
+        messages, raw = self._completion_messages(prompt, formatted, image_documents)
         return to_completion(await _alast(self._astream(messages, kwargs, raw)))
 
     @llm_completion_callback()
-    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseAsyncGen:
+    async def astream_complete(
+        self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
+    ) -> CompletionResponseAsyncGen:
         """Async twin of :meth:`stream_complete`."""
-        messages, raw = self._completion_messages(prompt, formatted)
+        messages, raw = self._completion_messages(prompt, formatted, image_documents)
         responses = self._astream(messages, kwargs, raw)
 
         async def gen() -> CompletionResponseAsyncGen:
