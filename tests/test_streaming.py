@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY_LLAMA, TINY_QWEN3
+from byte_reference import reference_decode, token_bytes
+from conftest import TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from ryzenai_core.engine import Engine
 from ryzenai_core.messages import ToolCall
 from ryzenai_core.streaming import IncrementalDecoder, OutputParser, StopFilter
 
@@ -57,16 +59,31 @@ def test_multibyte_characters_split_across_tokens_are_held(tokenizer):
     assert all("\ufffd" not in d for d in deltas)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.fixture(scope="module", params=[TINY_QWEN3, TINY_LLAMA, TINY_GEMMA3], ids=["qwen3", "llama", "gemma3"])
+def session_and_bytes(request):
+    session = Engine.get(request.param, execution="inline").backend.session
+    return session, token_bytes(request.param)
+
+
+def core_stream(session, ids):
+    """The deltas the generation loop streams for ``ids``."""
+    dec = IncrementalDecoder(session.decode)
+    deltas = [dec.feed(i) for i in ids]
+    deltas.append(dec.flush())
+    return deltas
+
+
+# Random ids hit lone continuation bytes, lead bytes never completed, byte 0 and special
+# tokens: whatever the bytes, the stream is their text with invalid bytes as U+FFFD.
+@pytest.mark.xfail(strict=True, reason="the runtime's decode drops the text after invalid bytes")
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ids=st.lists(st.integers(0, 1023), max_size=30))
-def test_deltas_equal_full_decode_of_random_ids(tokenizer, ids):
-    full = tokenizer.decode(ids) if ids else ""
-    joined = "".join(stream_text(tokenizer, ids))
-    if "\ufffd" in joined:
-        # bytes that never formed a character are reported, never dropped silently
-        assert joined.replace("\ufffd", "") != joined
-    else:
-        assert joined == full
+def test_streamed_text_equals_the_byte_level_decode_of_random_ids(session_and_bytes, ids):
+    session, table = session_and_bytes
+    expected = reference_decode(table, ids)
+    deltas = core_stream(session, ids)
+    assert "".join(deltas) == expected
+    assert session.decode(ids) == expected
 
 
 def reference_stop(text, stops):
