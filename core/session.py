@@ -42,6 +42,7 @@ from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
 from .runtime import import_oga, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
+from .token_bytes import TokenBytes
 
 __all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "check_runtime_settings", "timeout_error"]
 
@@ -259,6 +260,7 @@ class Session:
         self._holder: CallControl | None = None
         self._mm_processor: Any = None
         self._image_tokens: frozenset[int] | None = None
+        self._bytes: TokenBytes | None = None
         self.load_seconds: float | None = None
 
     # ------------------------------------------------------------------ loading
@@ -315,7 +317,6 @@ class Session:
             tokenizer = og.Tokenizer(model)
         except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
             raise self._load_error(exc) from exc
-        self.load_seconds = time.perf_counter() - start
         end_ids = set(pkg.eos_token_ids)
         for marker in self.template.end_of_turn:
             ids = tokenizer.encode(marker)
@@ -325,6 +326,11 @@ class Session:
             end_ids.update(int(i) for i in tokenizer.eos_token_ids)
         except Exception:  # noqa: BLE001 - older OGA builds lack it
             pass
+        # Generated text is decoded from the tokens' bytes where the vocabulary maps to them.
+        self._bytes = TokenBytes.for_runtime(
+            pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids))
+        )
+        self.load_seconds = time.perf_counter() - start
         self._tokenizer = tokenizer
         self._end_ids = frozenset(end_ids)
         self._model = model
@@ -404,14 +410,23 @@ class Session:
     def _nul_token_id(self) -> int | None:
         return self._nul_token[0]
 
+    @property
+    def _token_bytes(self) -> TokenBytes | None:
+        self.load()
+        return self._bytes
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` (special tokens skipped).
+        """Text of ``ids`` (special tokens skipped; invalid bytes become U+FFFD, nothing is dropped).
 
-        onnxruntime-genai's decode returns a C string, which ends at a NUL: the ids are
-        decoded between the byte-0 tokens and joined with NUL, so no text after one is lost.
+        Byte-level and byte-fallback vocabularies are decoded from the tokens' bytes
+        (:class:`~ryzenai_core.token_bytes.TokenBytes`): the runtime's decode ends at a NUL and
+        drops the text after bytes that are not valid UTF-8. Other tokenizers use the runtime's
+        decode between the byte-0 tokens, joined with NUL, so no text after one is lost.
         """
-        if not ids:
+        if not len(ids):
             return ""
+        table = self._token_bytes
+        if table is not None:
+            return table.decode([int(i) for i in ids])
         tokenizer = self.tokenizer
         nul = self._nul_token_id()
         if nul is None or nul not in ids:
@@ -423,6 +438,11 @@ class Session:
             else:
                 parts[-1].append(int(i))
         return "\x00".join(str(tokenizer.decode(p)) if p else "" for p in parts)
+
+    def incremental_decoder(self) -> IncrementalDecoder:
+        """A decoder of generated ids into text deltas that add up to :meth:`decode`."""
+        table = self._token_bytes
+        return IncrementalDecoder(self.decode, token_bytes=table.table if table is not None else None)
 
     # ------------------------------------------------------------------ preparing
     def template_for(self, options: GenerationOptions) -> ChatTemplate:
@@ -666,7 +686,7 @@ class Session:
             ),
             start_in_reasoning=prep.start_in_reasoning,
         )
-        decoder = IncrementalDecoder(self.decode)
+        decoder = self.incremental_decoder()
         plan = prep.plan
         reuse = options.kv_reuse if options.kv_reuse is not None else self.kv_reuse_default()
         reuse = reuse and guidance is None and not (search.get("do_sample") and options.seed is not None)

@@ -21,7 +21,7 @@ def _gpt2_unicode_to_byte() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + extra)
             extra += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 def token_bytes(folder: Path) -> dict[int, bytes]:
