@@ -901,11 +901,24 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+def _turn_end(msgs: list[ChatMessage], i: int) -> int:
+    """End (exclusive) of the turn at ``i``: an assistant's tool calls go with their results."""
+    end = i + 1
+    if msgs[i].tool_calls:
+        while end < len(msgs) and msgs[end].role == "tool":
+            end += 1
+    return end
+
+
 def _oldest_droppable(msgs: list[ChatMessage]) -> int | None:
-    """Index of the oldest turn that may go: not a system prompt, not the newest message."""
+    """Index of the oldest turn that may go: not a system prompt, not holding the newest message.
+
+    A turn with tool calls goes with all its tool results, so one whose results reach the
+    newest message stays (a tool result is never left without its call).
+    """
     for i, m in enumerate(msgs[:-1]):
         if m.role != "system":
-            return i
+            return i if _turn_end(msgs, i) < len(msgs) else None
     return None
 
 
@@ -930,14 +943,10 @@ def _after_drops(msgs: list[ChatMessage], k: int) -> list[ChatMessage]:
 
 
 def _drop_turn(msgs: list[ChatMessage], i: int) -> int:
-    """Drop message ``i`` and the tool results that would be orphaned by it."""
-    dropped = msgs.pop(i)
-    count = 1
-    if dropped.tool_calls:
-        while i < len(msgs) - 1 and msgs[i].role == "tool":
-            msgs.pop(i)
-            count += 1
-    return count
+    """Drop the turn at ``i`` (a call with its tool results); how many messages went."""
+    end = _turn_end(msgs, i)
+    del msgs[i:end]
+    return end - i
 
 
 def _complete_json(guidance: Any, decoder: IncrementalDecoder, generated: list[int]) -> bool:
