@@ -963,6 +963,11 @@ def _complete_json(guidance: Any, decoder: IncrementalDecoder, generated: list[i
 def _generation_error(exc: Exception, guidance: Any) -> Exception:
     text = str(exc)
     if guidance is not None and "grammar" in text.lower():
+        if "creating grammar" not in text.lower():  # it compiled, then failed while generating
+            return InvalidRequestError(
+                f"onnxruntime-genai rejected the {guidance.type} guidance while generating: {text}; "
+                "simplify the schema/grammar (e.g. smaller repetition counts)"
+            )
         return InvalidRequestError(
             f"the {guidance.type} guidance could not be compiled: {text}; fix the schema/grammar"
         )
