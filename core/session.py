@@ -42,6 +42,7 @@ from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
 from .runtime import import_oga, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
+from .token_bytes import TokenBytes
 
 __all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "check_runtime_settings", "timeout_error"]
 
@@ -259,6 +260,7 @@ class Session:
         self._holder: CallControl | None = None
         self._mm_processor: Any = None
         self._image_tokens: frozenset[int] | None = None
+        self._bytes: TokenBytes | None = None
         self.load_seconds: float | None = None
 
     # ------------------------------------------------------------------ loading
@@ -315,7 +317,6 @@ class Session:
             tokenizer = og.Tokenizer(model)
         except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
             raise self._load_error(exc) from exc
-        self.load_seconds = time.perf_counter() - start
         end_ids = set(pkg.eos_token_ids)
         for marker in self.template.end_of_turn:
             ids = tokenizer.encode(marker)
@@ -325,6 +326,11 @@ class Session:
             end_ids.update(int(i) for i in tokenizer.eos_token_ids)
         except Exception:  # noqa: BLE001 - older OGA builds lack it
             pass
+        # Generated text is decoded from the tokens' bytes where the vocabulary maps to them.
+        self._bytes = TokenBytes.for_runtime(
+            pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids))
+        )
+        self.load_seconds = time.perf_counter() - start
         self._tokenizer = tokenizer
         self._end_ids = frozenset(end_ids)
         self._model = model
@@ -404,14 +410,23 @@ class Session:
     def _nul_token_id(self) -> int | None:
         return self._nul_token[0]
 
+    @property
+    def _token_bytes(self) -> TokenBytes | None:
+        self.load()
+        return self._bytes
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids`` (special tokens skipped).
+        """Text of ``ids`` (special tokens skipped; invalid bytes become U+FFFD, nothing is dropped).
 
-        onnxruntime-genai's decode returns a C string, which ends at a NUL: the ids are
-        decoded between the byte-0 tokens and joined with NUL, so no text after one is lost.
+        Byte-level and byte-fallback vocabularies are decoded from the tokens' bytes
+        (:class:`~ryzenai_core.token_bytes.TokenBytes`): the runtime's decode ends at a NUL and
+        drops the text after bytes that are not valid UTF-8. Other tokenizers use the runtime's
+        decode between the byte-0 tokens, joined with NUL, so no text after one is lost.
         """
-        if not ids:
+        if not len(ids):
             return ""
+        table = self._token_bytes
+        if table is not None:
+            return table.decode([int(i) for i in ids])
         tokenizer = self.tokenizer
         nul = self._nul_token_id()
         if nul is None or nul not in ids:
@@ -423,6 +438,11 @@ class Session:
             else:
                 parts[-1].append(int(i))
         return "\x00".join(str(tokenizer.decode(p)) if p else "" for p in parts)
+
+    def incremental_decoder(self) -> IncrementalDecoder:
+        """A decoder of generated ids into text deltas that add up to :meth:`decode`."""
+        table = self._token_bytes
+        return IncrementalDecoder(self.decode, token_bytes=table.table if table is not None else None)
 
     # ------------------------------------------------------------------ preparing
     def template_for(self, options: GenerationOptions) -> ChatTemplate:
@@ -666,7 +686,7 @@ class Session:
             ),
             start_in_reasoning=prep.start_in_reasoning,
         )
-        decoder = IncrementalDecoder(self.decode)
+        decoder = self.incremental_decoder()
         plan = prep.plan
         reuse = options.kv_reuse if options.kv_reuse is not None else self.kv_reuse_default()
         reuse = reuse and guidance is None and not (search.get("do_sample") and options.seed is not None)
@@ -881,11 +901,24 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+def _turn_end(msgs: list[ChatMessage], i: int) -> int:
+    """End (exclusive) of the turn at ``i``: an assistant's tool calls go with their results."""
+    end = i + 1
+    if msgs[i].tool_calls:
+        while end < len(msgs) and msgs[end].role == "tool":
+            end += 1
+    return end
+
+
 def _oldest_droppable(msgs: list[ChatMessage]) -> int | None:
-    """Index of the oldest turn that may go: not a system prompt, not the newest message."""
+    """Index of the oldest turn that may go: not a system prompt, not holding the newest message.
+
+    A turn with tool calls goes with all its tool results, so one whose results reach the
+    newest message stays (a tool result is never left without its call).
+    """
     for i, m in enumerate(msgs[:-1]):
         if m.role != "system":
-            return i
+            return i if _turn_end(msgs, i) < len(msgs) else None
     return None
 
 
@@ -910,14 +943,10 @@ def _after_drops(msgs: list[ChatMessage], k: int) -> list[ChatMessage]:
 
 
 def _drop_turn(msgs: list[ChatMessage], i: int) -> int:
-    """Drop message ``i`` and the tool results that would be orphaned by it."""
-    dropped = msgs.pop(i)
-    count = 1
-    if dropped.tool_calls:
-        while i < len(msgs) - 1 and msgs[i].role == "tool":
-            msgs.pop(i)
-            count += 1
-    return count
+    """Drop the turn at ``i`` (a call with its tool results); how many messages went."""
+    end = _turn_end(msgs, i)
+    del msgs[i:end]
+    return end - i
 
 
 def _complete_json(guidance: Any, decoder: IncrementalDecoder, generated: list[int]) -> bool:
@@ -934,6 +963,11 @@ def _complete_json(guidance: Any, decoder: IncrementalDecoder, generated: list[i
 def _generation_error(exc: Exception, guidance: Any) -> Exception:
     text = str(exc)
     if guidance is not None and "grammar" in text.lower():
+        if "creating grammar" not in text.lower():  # it compiled, then failed while generating
+            return InvalidRequestError(
+                f"onnxruntime-genai rejected the {guidance.type} guidance while generating: {text}; "
+                "simplify the schema/grammar (e.g. smaller repetition counts)"
+            )
         return InvalidRequestError(
             f"the {guidance.type} guidance could not be compiled: {text}; fix the schema/grammar"
         )

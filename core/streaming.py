@@ -5,12 +5,14 @@
                 stop strings held back and cut
              -> Chunk(text, reasoning, tool_calls, finish_reason, usage, timings, plan)
 
-Everything here is pure Python over a ``decode(ids) -> str`` function, so it is tested
-directly (property tests) and runs the same in the caller's process and in the worker.
+Everything here is pure Python over a ``decode(ids) -> str`` function (or the tokens' bytes,
+:mod:`ryzenai_core.token_bytes`), so it is tested directly (property tests) and runs the same
+in the caller's process and in the worker.
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,19 +91,32 @@ class Chunk:
 class IncrementalDecoder:
     """Turns token ids, one at a time, into text deltas whose concatenation is the full decode.
 
-    Decodes a short window with a prefix of already-emitted tokens and emits the part
-    beyond the prefix's text (works for byte-level BPE and SentencePiece alike). A
-    multi-byte character split across tokens is held until it is complete. A window that
-    stops growing for ``max_stuck`` tokens (bytes that never form valid UTF-8) is emitted
-    as U+FFFD so output is never silently lost.
+    With ``token_bytes`` (the bytes of each id, :class:`~ryzenai_core.token_bytes.TokenBytes`)
+    the tokens' bytes go through an incremental UTF-8 decoder: a multi-byte character split
+    across tokens is held until it is complete, invalid bytes become U+FFFD at once, and bytes
+    still incomplete at :meth:`flush` become U+FFFD; the deltas add up to the bytes decoded with
+    ``errors="replace"``, nothing after an invalid byte is lost.
+
+    Without it (a tokenizer whose bytes are not known), a short window is decoded with a prefix
+    of already-emitted tokens and the part beyond the prefix's text is emitted. A multi-byte
+    character split across tokens is held until it is complete. A window that stops growing for
+    ``max_stuck`` tokens (bytes that never form valid UTF-8) is emitted as U+FFFD.
     """
 
-    def __init__(self, decode: Callable[[Sequence[int]], str], *, max_stuck: int = 8) -> None:
+    def __init__(
+        self,
+        decode: Callable[[Sequence[int]], str],
+        *,
+        max_stuck: int = 8,
+        token_bytes: Sequence[bytes] | None = None,
+    ) -> None:
         self._decode_fn = decode
         self._ids: list[int] = []
         self._prefix = 0  # start of the decode window
         self._read = 0  # tokens before this are already emitted
         self._max_stuck = max_stuck
+        self._table = token_bytes
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def _decode(self, ids: Sequence[int]) -> str:
         # onnxruntime-genai 0.14 crashes the process (SIGFPE) decoding an empty list.
@@ -109,6 +124,9 @@ class IncrementalDecoder:
 
     def feed(self, token_id: int) -> str:
         """Add one token; return the new text (may be empty while a character is incomplete)."""
+        table = self._table
+        if table is not None:
+            return self._utf8.decode(table[token_id] if 0 <= token_id < len(table) else b"")
         self._ids.append(token_id)
         prefix_text = self._decode(self._ids[self._prefix : self._read])
         new_text = self._decode(self._ids[self._prefix :])
@@ -128,6 +146,10 @@ class IncrementalDecoder:
 
     def flush(self) -> str:
         """Text of tokens still held at the end (incomplete characters)."""
+        if self._table is not None:
+            tail = self._utf8.decode(b"", final=True)
+            self._utf8.reset()
+            return tail
         if self._read >= len(self._ids):
             return ""
         prefix_text = self._decode(self._ids[self._prefix : self._read])

@@ -366,3 +366,13 @@ def test_session_options_reach_the_runtime():
     bad = Engine.get(TINY_LLAMA, execution="inline", session_options={"enable_profiling": False})
     with pytest.raises(InvalidRequestError, match=r"rejected the session options.*enable_profiling"):
         bad.generate(MSGS, opts(max_new_tokens=2))
+
+
+def test_guidance_the_runtime_rejects_while_generating_is_typed_and_the_next_call_works(engine):
+    """This regex compiles, then the runtime fails committing the first token (its lexer gives up)."""
+    cold = engine.generate(MSGS, opts(max_new_tokens=6, kv_reuse=False), timeout=60).text
+    for _ in range(2):
+        with pytest.raises(InvalidRequestError, match="rejected the regex guidance while generating"):
+            engine.generate(MSGS, opts(max_new_tokens=6, guidance={"type": "regex", "data": "a{99999999}"}), timeout=30)
+        again = engine.generate(MSGS, opts(max_new_tokens=6, kv_reuse=False), timeout=30)
+        assert again.text == cold and again.usage.completion_tokens == 6

@@ -6,10 +6,12 @@ import json
 
 import onnxruntime_genai as og
 import pytest
+from byte_reference import reference_decode, token_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TINY_LLAMA, TINY_QWEN3
+from conftest import TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from ryzenai_core.engine import Engine
 from ryzenai_core.messages import ToolCall
 from ryzenai_core.streaming import IncrementalDecoder, OutputParser, StopFilter
 
@@ -57,16 +59,44 @@ def test_multibyte_characters_split_across_tokens_are_held(tokenizer):
     assert all("\ufffd" not in d for d in deltas)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.fixture(scope="module", params=[TINY_QWEN3, TINY_LLAMA, TINY_GEMMA3], ids=["qwen3", "llama", "gemma3"])
+def session_and_bytes(request):
+    session = Engine.get(request.param, execution="inline").backend.session
+    return session, token_bytes(request.param)
+
+
+def core_stream(session, ids):
+    """The deltas the generation loop streams for ``ids``."""
+    dec = session.incremental_decoder()
+    deltas = [dec.feed(i) for i in ids]
+    deltas.append(dec.flush())
+    return deltas
+
+
+# Random ids hit lone continuation bytes, lead bytes never completed, byte 0 and special
+# tokens: whatever the bytes, the stream is their text with invalid bytes as U+FFFD.
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ids=st.lists(st.integers(0, 1023), max_size=30))
-def test_deltas_equal_full_decode_of_random_ids(tokenizer, ids):
-    full = tokenizer.decode(ids) if ids else ""
-    joined = "".join(stream_text(tokenizer, ids))
-    if "\ufffd" in joined:
-        # bytes that never formed a character are reported, never dropped silently
-        assert joined.replace("\ufffd", "") != joined
-    else:
-        assert joined == full
+def test_streamed_text_equals_the_byte_level_decode_of_random_ids(session_and_bytes, ids):
+    session, table = session_and_bytes
+    expected = reference_decode(table, ids)
+    deltas = core_stream(session, ids)
+    assert "".join(deltas) == expected
+    assert session.decode(ids) == expected
+
+
+def test_core_decoder_holds_split_characters_and_ends_an_incomplete_one_as_fffd(session_and_bytes):
+    session, table = session_and_bytes
+    text = "🚀🤖 混合推理 한국어"
+    ids = session.encode(text)
+    assert any(table[i] and "\ufffd" in table[i].decode("utf-8", errors="replace") for i in ids)
+    deltas = core_stream(session, ids)
+    assert "".join(deltas) == text
+    assert all("\ufffd" not in d for d in deltas)
+    # cut inside the last character: held while incomplete, U+FFFD at the end
+    cut = next(k for k in range(len(ids), 0, -1) if reference_decode(table, ids[:k]).endswith("\ufffd"))
+    deltas = core_stream(session, ids[:cut])
+    assert deltas[-1].endswith("\ufffd") and "".join(deltas) == reference_decode(table, ids[:cut])
 
 
 def reference_stop(text, stops):
@@ -170,3 +200,62 @@ def test_stop_string_ends_the_answer_inside_a_parser():
     assert p.feed("ND and more") == ("", "")
     assert p.stopped
     assert p.finish() == ("", "")
+
+
+@pytest.fixture(scope="module", params=[TINY_LLAMA, TINY_GEMMA3], ids=["llama", "gemma3"])
+def unsuppressed(request, tmp_path_factory):
+    """The fixture model without its logit bias against tokens that are not valid UTF-8 alone.
+
+    Sampled generations then hold lone continuation bytes and characters never completed,
+    as real models' do now and then.
+    """
+    import shutil
+    import struct
+
+    folder = tmp_path_factory.mktemp("unsuppressed") / request.param.name
+    shutil.copytree(request.param, folder)
+    table = token_bytes(folder)
+    suppressed = sum(1 for b in table.values() if b and "\ufffd" in b.decode("utf-8", errors="replace"))
+    # The bias is an inline float32 initializer: -1e4 on exactly those ids, 0 elsewhere. Zeroing
+    # its values in place keeps the file valid and needs no onnx package (the 0.14 CI has none).
+    graph = (folder / "model.onnx").read_bytes()
+    minus = struct.pack("<f", -1e4)
+    assert graph.count(minus) == suppressed
+    (folder / "model.onnx").write_bytes(graph.replace(minus, bytes(4)))
+    engine = Engine.get(folder, execution="inline")
+    yield engine, table
+    engine.close()
+
+
+def test_sampled_generations_with_invalid_bytes_and_nul_stream_the_byte_level_text(unsuppressed):
+    from ryzenai_core.messages import RawPrompt
+    from ryzenai_core.options import validated_options
+
+    engine, table = unsuppressed
+    seen = {"invalid": 0, "nul": 0}
+    for seed in range(12):
+        o = validated_options(max_new_tokens=48, temperature=1.5, top_k=1024, top_p=1.0, seed=seed, kv_reuse=False)
+        chunks = list(engine.stream(RawPrompt(text="混合推理 🚀 hello"), o))
+        ids = [i for c in chunks for i in c.token_ids]
+        expected = reference_decode(table, ids)
+        assert "".join(c.text for c in chunks) == expected
+        assert engine.decode(ids) == expected
+        # the generation went on after the bytes: text follows them
+        seen["invalid"] += "\ufffd" in expected.rstrip("\ufffd")
+        seen["nul"] += "\x00" in expected.rstrip("\x00")
+    assert seen["invalid"] >= 3 and seen["nul"], seen
+
+
+def test_a_vocabulary_that_does_not_map_to_bytes_keeps_the_runtime_decode(tmp_path):
+    from ryzenai_core.token_bytes import TokenBytes
+
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"model": {"type": "WordPiece", "vocab": {"a": 0}}, "decoder": {"type": "WordPiece"}}))
+    assert TokenBytes.from_tokenizer_json(path) is None
+    # a mapping is used only if it reproduces the runtime's decode
+    real = TINY_LLAMA / "tokenizer.json"
+    assert TokenBytes.for_runtime([real], lambda t: [40, 41], lambda ids: "something else") is None
+    mapped = TokenBytes.from_tokenizer_json(real)
+    assert mapped is not None
+    table = TokenBytes.for_runtime([real], lambda t: [40, 41], mapped.decode)
+    assert table is not None and table.table == mapped.table

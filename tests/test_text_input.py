@@ -125,3 +125,95 @@ def test_drop_oldest_on_thousands_of_messages_drops_the_fewest_turns() -> None:
 def test_a_stop_string_that_can_never_match_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="stop string '\\\\ud800' holds a lone surrogate"):
         validated_options(stop=["\ud800"])
+
+
+def _call_turn(n: int, results: int) -> list[ChatMessage]:
+    from ryzenai_core.messages import ToolCall
+
+    calls = [ToolCall("multiply", {"a": n, "b": k}, f"call_{n}_{k}") for k in range(results)]
+    turn = [ChatMessage("assistant", "", tool_calls=calls)]
+    return turn + [ChatMessage("tool", str(n * k), tool_call_id=c.id, name="multiply") for k, c in enumerate(calls)]
+
+
+def _orphans(msgs: list[ChatMessage]) -> list[int]:
+    """Tool results not preceded (through other results) by an assistant turn with tool calls."""
+    out = []
+    for i, m in enumerate(msgs):
+        if m.role == "tool":
+            j = i - 1
+            while j >= 0 and msgs[j].role == "tool":
+                j -= 1
+            if j < 0 or not msgs[j].tool_calls:
+                out.append(i)
+    return out
+
+
+def _conversations():
+    from hypothesis import strategies as st
+
+    turn = st.one_of(
+        st.just("user").map(lambda r: [ChatMessage("user", "a question " * 3)]),
+        st.just("assistant").map(lambda r: [ChatMessage("assistant", "an answer " * 3)]),
+        st.integers(1, 3).map(lambda k: _call_turn(k, k)),
+    )
+    return st.lists(turn, min_size=1, max_size=8).map(
+        lambda turns: [ChatMessage("system", "Use the tools.")] + [m for t in turns for m in t]
+    )
+
+
+def test_dropping_old_turns_never_orphans_a_tool_result() -> None:
+    from hypothesis import given, settings
+
+    from ryzenai_core.session import _after_drops, _drop_steps
+
+    @settings(max_examples=300, deadline=None)
+    @given(msgs=_conversations())
+    def check(msgs: list[ChatMessage]) -> None:
+        steps = _drop_steps(msgs)
+        for k in range(len(steps) + 1):
+            kept = _after_drops(msgs, k)
+            assert len(kept) == len(msgs) - sum(steps[:k])
+            assert kept[0].role == "system" and kept[-1] is msgs[-1]
+            assert _orphans(kept) == []
+
+    check()
+
+
+def test_newest_tool_result_keeps_its_call_when_old_turns_are_dropped() -> None:
+    from ryzenai_core.session import _after_drops, _drop_steps
+
+    msgs = [ChatMessage("system", "Use the tools."), ChatMessage("user", "multiply")]
+    msgs += _call_turn(3, 3)  # one call turn with three results, the last one the newest message
+    assert _drop_steps(msgs) == [1]  # only the user turn may go: the call stays with its results
+    assert _after_drops(msgs, 1) == [msgs[0], *msgs[2:]]
+
+
+@pytest.mark.parametrize("max_length", [420, 300])
+def test_drop_oldest_generation_keeps_calls_with_their_results(copy_package, max_length: int) -> None:
+    """A real call over the limit: dropped turns take their results; a call whose results end the
+    conversation is never dropped (if only that would fit, the call is refused, not misrendered)."""
+    from ryzenai_core import ContextWindowExceededError
+
+    folder = copy_package(TINY_QWEN3, f"drop-tools-{max_length}")
+    cfg = json.loads((folder / "genai_config.json").read_text())
+    cfg["search"]["max_length"] = max_length
+    (folder / "genai_config.json").write_text(json.dumps(cfg))
+    engine = Engine.get(folder, execution="inline")
+    tools = [{"type": "function", "function": {"name": "multiply", "description": "multiply",
+                                                "parameters": {"type": "object", "properties": {}}}}]
+    msgs = [ChatMessage("system", "Use the tools.")]
+    for n in range(1, 5):
+        msgs += [ChatMessage("user", f"what is {n} times two, three and four?")] + _call_turn(n, 3)
+    options = validated_options(max_new_tokens=4, temperature=0, tools=tools, overflow="drop_oldest")
+    newest_call = [msgs[0], *msgs[-4:]]  # the system prompt and the call whose results end the conversation
+    refused = engine.count_tokens(newest_call, options) >= max_length
+    assert refused == (max_length == 300)
+    if refused:
+        with pytest.raises(ContextWindowExceededError, match="Dropping old turns did not help"):
+            engine.generate(msgs, options)
+        return
+    out = engine.generate(msgs, options)
+    assert out.dropped_messages > 0
+    kept = [msgs[0], *msgs[1 + out.dropped_messages :]]
+    assert _orphans(kept) == [] and kept[-1] is msgs[-1]
+    assert out.usage.prompt_tokens == engine.count_tokens(kept, options)
