@@ -117,15 +117,21 @@ class _InlineBackend:
         control = CallControl(timeout=timeout)
         control.deadline = None  # started once the model is loaded
 
+        def put(item: tuple[str, Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(aq.put_nowait, item)
+            except RuntimeError:  # the caller's event loop is closed: nobody reads, stop generating
+                control.cancel.set()
+
         def produce() -> None:
             try:
                 self.session.load()
                 control.start_clock()
                 for chunk in self.session.stream(messages, options, control):
-                    loop.call_soon_threadsafe(aq.put_nowait, ("chunk", chunk))
-                loop.call_soon_threadsafe(aq.put_nowait, ("end", None))
+                    put(("chunk", chunk))
+                put(("end", None))
             except BaseException as exc:  # noqa: BLE001
-                loop.call_soon_threadsafe(aq.put_nowait, ("error", exc))
+                put(("error", exc))
 
         thread = threading.Thread(target=produce, daemon=True)
         thread.start()
@@ -431,7 +437,11 @@ class _WorkerBackend:
                 item: tuple[str, Any] = ("retry", None)
             else:
                 item = ("chunk", msg[2]) if kind == "chunk" else (("end", None) if kind == "end" else ("error", msg[2]))
-            loop.call_soon_threadsafe(aq.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(aq.put_nowait, item)
+            except RuntimeError:  # the caller's event loop is closed: nobody reads this call
+                self._handlers.pop(rid, None)
+                self._cancel(rid)
 
         rid = self._register(handler)
         try:
