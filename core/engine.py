@@ -466,9 +466,14 @@ class _WorkerBackend:
             self._forget(rid)
 
     def _cancel(self, rid: int) -> None:
+        """Tell the worker to stop a call; a worker that is gone has nothing to stop (none is started for it)."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        assert proc.stdin is not None
         try:
-            self._send(("cancel", rid))
-        except GenerationError:
+            write_frame(proc.stdin, ("cancel", rid), self._write_lock)
+        except OSError:
             pass
 
     @property
