@@ -241,10 +241,20 @@ class _WorkerBackend:
                 stdout=subprocess.PIPE,
             )
             assert proc.stdin is not None and proc.stdout is not None
-            write_frame(proc.stdin, ("init", self.key), self._write_lock)
-            ready = read_frame(proc.stdout)
+            try:
+                write_frame(proc.stdin, ("init", self.key), self._write_lock)
+                ready = read_frame(proc.stdout)
+            except Exception:  # noqa: BLE001 - it exited before reading, or wrote a torn frame
+                ready = None
             if ready != ("ready",):
-                code = proc.wait(timeout=10)
+                try:
+                    code = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = proc.wait()
+                _close_pipes(proc)
+                if isinstance(ready, tuple) and ready[0] == "failed":
+                    raise ready[1]  # the session could not start (a package that broke since): its own error
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
             self._proc = proc
             threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
@@ -262,7 +272,8 @@ class _WorkerBackend:
         while True:
             try:
                 msg = read_frame(proc.stdout)
-            except Exception:  # noqa: BLE001 - a torn frame from a dying worker
+            except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
+                proc.kill()
                 msg = None
             if msg is None:
                 break
