@@ -153,8 +153,8 @@ def main() -> None:
             calls.put(msg)
         elif kind == "cancel" and (event := cancels.get(msg[1])) is not None:
             event.set()
-    for ev in list(cancels.values()):
-        ev.set()
+    # Exit at once, without cancelling: a cancelled generation would send "end" first, and the
+    # caller would take a stream cut short for a finished one (it gets WorkerDiedError instead).
     out.flush()
     os._exit(0)  # do not wait for a generation nobody will read
 
