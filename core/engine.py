@@ -117,15 +117,21 @@ class _InlineBackend:
         control = CallControl(timeout=timeout)
         control.deadline = None  # started once the model is loaded
 
+        def put(item: tuple[str, Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(aq.put_nowait, item)
+            except RuntimeError:  # the caller's event loop is closed: nobody reads, stop generating
+                control.cancel.set()
+
         def produce() -> None:
             try:
                 self.session.load()
                 control.start_clock()
                 for chunk in self.session.stream(messages, options, control):
-                    loop.call_soon_threadsafe(aq.put_nowait, ("chunk", chunk))
-                loop.call_soon_threadsafe(aq.put_nowait, ("end", None))
+                    put(("chunk", chunk))
+                put(("end", None))
             except BaseException as exc:  # noqa: BLE001
-                loop.call_soon_threadsafe(aq.put_nowait, ("error", exc))
+                put(("error", exc))
 
         thread = threading.Thread(target=produce, daemon=True)
         thread.start()
@@ -235,10 +241,20 @@ class _WorkerBackend:
                 stdout=subprocess.PIPE,
             )
             assert proc.stdin is not None and proc.stdout is not None
-            write_frame(proc.stdin, ("init", self.key), self._write_lock)
-            ready = read_frame(proc.stdout)
+            try:
+                write_frame(proc.stdin, ("init", self.key), self._write_lock)
+                ready = read_frame(proc.stdout)
+            except Exception:  # noqa: BLE001 - it exited before reading, or wrote a torn frame
+                ready = None
             if ready != ("ready",):
-                code = proc.wait(timeout=10)
+                try:
+                    code = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    code = proc.wait()
+                _close_pipes(proc)
+                if isinstance(ready, tuple) and ready[0] == "failed":
+                    raise ready[1]  # the session could not start (a package that broke since): its own error
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
             self._proc = proc
             threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
@@ -256,7 +272,8 @@ class _WorkerBackend:
         while True:
             try:
                 msg = read_frame(proc.stdout)
-            except Exception:  # noqa: BLE001 - a torn frame from a dying worker
+            except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
+                proc.kill()
                 msg = None
             if msg is None:
                 break
@@ -431,7 +448,11 @@ class _WorkerBackend:
                 item: tuple[str, Any] = ("retry", None)
             else:
                 item = ("chunk", msg[2]) if kind == "chunk" else (("end", None) if kind == "end" else ("error", msg[2]))
-            loop.call_soon_threadsafe(aq.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(aq.put_nowait, item)
+            except RuntimeError:  # the caller's event loop is closed: nobody reads this call
+                self._handlers.pop(rid, None)
+                self._cancel(rid)
 
         rid = self._register(handler)
         try:
@@ -456,9 +477,14 @@ class _WorkerBackend:
             self._forget(rid)
 
     def _cancel(self, rid: int) -> None:
+        """Tell the worker to stop a call; a worker that is gone has nothing to stop (none is started for it)."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        assert proc.stdin is not None
         try:
-            self._send(("cancel", rid))
-        except GenerationError:
+            write_frame(proc.stdin, ("cancel", rid), self._write_lock)
+        except OSError:
             pass
 
     @property

@@ -6,7 +6,7 @@ stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this 
 
     caller -> worker   ("init", key) | ("stream", id, messages, options, timeout)
                        | ("call", id, method, args) | ("cancel", id)
-    worker -> caller   ("ready",) | ("phase", id, name) | ("chunk", id, Chunk)
+    worker -> caller   ("ready",) | ("failed", exception) | ("phase", id, name) | ("chunk", id, Chunk)
                        | ("delta", id, text, token_ids) | ("end", id) | ("result", id, value)
                        | ("error", id, exception)
 
@@ -82,12 +82,11 @@ def main() -> None:
         return
     from .session import Session
 
-    session: Session | None = None
-    session_error: BaseException | None = None
     try:
         session = Session(init[1])
-    except BaseException as exc:  # noqa: BLE001 - reported on every request
-        session_error = exc
+    except BaseException as exc:  # noqa: BLE001 - the caller raises it; its next call starts a new worker
+        send(("failed", _portable(exc)))
+        return
     send(("ready",))
 
     generations: queue.Queue[Any] = queue.Queue()
@@ -103,8 +102,6 @@ def main() -> None:
             rid, messages, options = item[1], item[2], item[3]
             control = controls.pop(rid)
             try:
-                if session is None:
-                    raise session_error or RuntimeError("model session unavailable")
                 for chunk in session.stream(messages, options, control):
                     send(_wire(rid, chunk))
                 send(("end", rid))
@@ -120,8 +117,6 @@ def main() -> None:
                 return
             _, rid, method, args = item
             try:
-                if session is None:
-                    raise session_error or RuntimeError("model session unavailable")
                 if method not in ("render", "count_tokens", "encode", "decode", "load", "info", "prepare"):
                     raise ValueError(f"unknown worker call {method!r}")
                 if method == "info":
@@ -158,8 +153,8 @@ def main() -> None:
             calls.put(msg)
         elif kind == "cancel" and (event := cancels.get(msg[1])) is not None:
             event.set()
-    for ev in list(cancels.values()):
-        ev.set()
+    # Exit at once, without cancelling: a cancelled generation would send "end" first, and the
+    # caller would take a stream cut short for a finished one (it gets WorkerDiedError instead).
     out.flush()
     os._exit(0)  # do not wait for a generation nobody will read
 

@@ -34,8 +34,8 @@ HI = [ChatMessage("user", "hi")]
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
 
 
-def shared() -> Engine:
-    return Engine.get(TINY_QWEN3, execution="process")
+def shared(execution: str = "process") -> Engine:
+    return Engine.get(TINY_QWEN3, execution=execution)  # type: ignore[arg-type]
 
 
 def edited(tmp: Path, src: Path, edit: Callable[[Path], None], name: str | None = None) -> Path:
@@ -65,95 +65,101 @@ def gen(engine: Engine, messages=HI, **opts) -> None:
 
 # id -> (action(tmp_path), error type, fragments the message must contain)
 ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] = {
-    "missing folder": (lambda t: ModelPackage.open(t / "nope"), ModelNotFoundError, ["nope", "does not exist", "genai_config.json"]),
-    "file not folder": (lambda t: (t / "m.onnx").write_text("x") and ModelPackage.open(t / "m.onnx"), ModelNotFoundError, ["m.onnx", "is a file"]),
-    "no genai_config": (lambda t: ModelPackage.open(t), ConfigError, ["no genai_config.json"]),
+    "missing folder": (lambda t, x: ModelPackage.open(t / "nope"), ModelNotFoundError, ["nope", "does not exist", "genai_config.json"]),
+    "file not folder": (lambda t, x: (t / "m.onnx").write_text("x") and ModelPackage.open(t / "m.onnx"), ModelNotFoundError, ["m.onnx", "is a file"]),
+    "no genai_config": (lambda t, x: ModelPackage.open(t), ConfigError, ["no genai_config.json"]),
     "corrupt genai_config": (
-        lambda t: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text("{\"model\": [1,"))),
+        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text("{\"model\": [1,"))),
         ConfigError, ["not valid JSON", "line 1", "restore"]),
     "genai_config without model": (
-        lambda t: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text("{}"))),
+        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text("{}"))),
         ConfigError, ["no \"model\" object"]),
     "unknown model type": (
-        lambda t: ModelPackage.open(edited(t, TINY_LLAMA, config_edit(lambda c: c["model"].__setitem__("type", "gpt9")))),
+        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, config_edit(lambda c: c["model"].__setitem__("type", "gpt9")))),
         UnsupportedModelError, ["'gpt9'", "known types", "llama"]),
     "genai_config is an LFS pointer": (
-        lambda t: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text(
+        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text(
             "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 3\n"))),
         LfsPointerError, ["genai_config.json", "Git LFS pointer", "git lfs pull"]),
     "weights are LFS pointers": (
-        lambda t: gen(Engine.get(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers", provider="cpu", execution="inline")),
+        lambda t, x: gen(Engine.get(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers", provider="cpu", execution=x)),
         LfsPointerError, ["model.onnx.data", "bytes", "git lfs pull"]),
     "missing tokenizer": (
-        lambda t: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "tokenizer.json").unlink())),
+        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "tokenizer.json").unlink())),
         MissingTokenizerError, ["tokenizer.json", "tokenizer.model", "copy the tokenizer"]),
     "decoder path escapes": (
-        lambda t: ModelPackage.open(edited(t, TINY_LLAMA, config_edit(lambda c: c["model"]["decoder"].__setitem__("filename", "../../x.onnx")))),
+        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, config_edit(lambda c: c["model"]["decoder"].__setitem__("filename", "../../x.onnx")))),
         UnsafePathError, ["'../../x.onnx'", "outside the model folder"]),
     "absolute external data path": (
-        lambda t: ModelPackage.open(edited(t, REPLICAS / "Llama-3.2-1B_rai_1.8.0_hybrid", config_edit(
+        lambda t, x: ModelPackage.open(edited(t, REPLICAS / "Llama-3.2-1B_rai_1.8.0_hybrid", config_edit(
             lambda c: c["model"]["decoder"]["session_options"]["provider_options"][0]["RyzenAI"].__setitem__("external_data_file", "/etc/shadow")))),
         UnsafePathError, ["external_data_file", "'/etc/shadow'"]),
     "Ryzen AI package without the Ryzen AI runtime": (
-        lambda t: gen(Engine.get(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K", execution="inline")),
+        lambda t, x: gen(Engine.get(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K", execution=x)),
         RuntimeNotAvailableError, ["Qwen3-4B_rai_1.8.0_npu_4K", "Ryzen AI build", "not a Ryzen AI build", "provider='cpu'"]),
     "1.6 layout on a newer runtime": (
-        lambda t: gen(Engine.get(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu", provider="cpu", execution="inline")),
+        lambda t, x: gen(Engine.get(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu", provider="cpu", execution=x)),
         RuntimeNotAvailableError, ["custom-ops layout", "matching Ryzen AI runtime"]),
-    "unknown provider": (lambda t: gen(Engine.get(TINY_LLAMA, provider="npu2", execution="inline")), InvalidRequestError, ["'npu2'", "'cpu', 'cuda', 'dml'"]),
-    "zero threads": (lambda t: gen(Engine.get(TINY_LLAMA, num_threads=0, execution="inline")), InvalidRequestError, ["num_threads is 0", "at least 1"]),
-    "bad RYZENAI_VERSION": (lambda t: ModelPackage.open(TINY_LLAMA, release="v1.8"), InvalidRequestError, ["'v1.8'", "1.8.0"]),
-    "empty message list": (lambda t: gen(shared(), []), InvalidRequestError, ["empty", "at least one"]),
-    "unsupported role": (lambda t: ChatMessage("robot", "hi"), InvalidRequestError, ["'robot'", "system, user, assistant, tool"]),
-    "unsupported content type": (lambda t: ChatMessage("user", 42), InvalidRequestError, ["int", "string or a list of parts"]),
-    "unsupported content part": (lambda t: ChatMessage("user", [{"type": "audio", "data": "x"}]), InvalidRequestError, ["'audio'", "'type': 'text'"]),
+    "unknown provider": (lambda t, x: gen(Engine.get(TINY_LLAMA, provider="npu2", execution=x)), InvalidRequestError, ["'npu2'", "'cpu', 'cuda', 'dml'"]),
+    "zero threads": (lambda t, x: gen(Engine.get(TINY_LLAMA, num_threads=0, execution=x)), InvalidRequestError, ["num_threads is 0", "at least 1"]),
+    "bad RYZENAI_VERSION": (lambda t, x: ModelPackage.open(TINY_LLAMA, release="v1.8"), InvalidRequestError, ["'v1.8'", "1.8.0"]),
+    "empty message list": (lambda t, x: gen(shared(x), []), InvalidRequestError, ["empty", "at least one"]),
+    "unsupported role": (lambda t, x: ChatMessage("robot", "hi"), InvalidRequestError, ["'robot'", "system, user, assistant, tool"]),
+    "unsupported content type": (lambda t, x: ChatMessage("user", 42), InvalidRequestError, ["int", "string or a list of parts"]),
+    "unsupported content part": (lambda t, x: ChatMessage("user", [{"type": "audio", "data": "x"}]), InvalidRequestError, ["'audio'", "'type': 'text'"]),
     "image to a text-only package": (
-        lambda t: gen(shared(), [ChatMessage("user", [{"type": "image", "url": "x.png"}])]),
+        lambda t, x: gen(shared(x), [ChatMessage("user", [{"type": "image", "url": "x.png"}])]),
         InvalidRequestError, ["image", "no vision model", "text only"]),
-    "negative temperature": (lambda t: validated_options(temperature=-0.5), InvalidRequestError, ["temperature=-0.5", "greater than or equal to 0"]),
-    "top_p over 1": (lambda t: validated_options(top_p=1.5), InvalidRequestError, ["top_p=1.5", "less than or equal to 1"]),
-    "max_tokens 0": (lambda t: validated_options(max_new_tokens=0), InvalidRequestError, ["max_new_tokens=0", "greater than or equal to 1"]),
-    "unknown option": (lambda t: validated_options(temprature=0.5), InvalidRequestError, ["temprature", "Extra inputs are not permitted"]),
-    "empty stop string": (lambda t: validated_options(stop=[""]), InvalidRequestError, ["stop", "non-empty"]),
+    "negative temperature": (lambda t, x: validated_options(temperature=-0.5), InvalidRequestError, ["temperature=-0.5", "greater than or equal to 0"]),
+    "top_p over 1": (lambda t, x: validated_options(top_p=1.5), InvalidRequestError, ["top_p=1.5", "less than or equal to 1"]),
+    "max_tokens 0": (lambda t, x: validated_options(max_new_tokens=0), InvalidRequestError, ["max_new_tokens=0", "greater than or equal to 1"]),
+    "unknown option": (lambda t, x: validated_options(temprature=0.5), InvalidRequestError, ["temprature", "Extra inputs are not permitted"]),
+    "empty stop string": (lambda t, x: validated_options(stop=[""]), InvalidRequestError, ["stop", "non-empty"]),
     "prompt over the limit (error policy)": (
-        lambda t: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution="inline"), [ChatMessage("user", "word " * 300)]),
+        lambda t, x: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution=x), [ChatMessage("user", "word " * 300)]),
         ContextWindowExceededError, ["prompt of", "limit of 128", "Shorten the prompt"]),
     "prompt over the limit (drop_oldest, nothing to drop)": (
-        lambda t: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution="inline"), [ChatMessage("system", "rule " * 300), ChatMessage("user", "hi")], overflow="drop_oldest"),
+        lambda t, x: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution=x), [ChatMessage("system", "rule " * 300), ChatMessage("user", "hi")], overflow="drop_oldest"),
         ContextWindowExceededError, ["limit of 128", "Dropping old turns did not help"]),
-    "bad overflow policy": (lambda t: validated_options(overflow="truncate"), InvalidRequestError, ["overflow='truncate'", "'error' or 'drop_oldest'"]),
-    "tool without a name": (lambda t: gen(shared(), tools=[{"type": "function", "function": {"description": "x"}}]), InvalidRequestError, ["no function name", "'name'"]),
+    "bad overflow policy": (lambda t, x: validated_options(overflow="truncate"), InvalidRequestError, ["overflow='truncate'", "'error' or 'drop_oldest'"]),
+    "tool without a name": (lambda t, x: gen(shared(x), tools=[{"type": "function", "function": {"description": "x"}}]), InvalidRequestError, ["no function name", "'name'"]),
     "tool parameters not an object": (
-        lambda t: gen(shared(), tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]),
+        lambda t, x: gen(shared(x), tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}]),
         InvalidRequestError, ["'f'", "JSON schema object"]),
-    "tool_choice names an unknown tool": (lambda t: tool_call_guidance("qwen3", [TOOL], 64, "g"), InvalidRequestError, ["'g'", "bound tools: f"]),
-    "json schema guidance is not JSON": (lambda t: validated_options(guidance={"type": "json_schema", "data": "{nope"}), InvalidRequestError, ["not valid JSON"]),
+    "tool_choice names an unknown tool": (lambda t, x: tool_call_guidance("qwen3", [TOOL], 64, "g"), InvalidRequestError, ["'g'", "bound tools: f"]),
+    "json schema guidance is not JSON": (lambda t, x: validated_options(guidance={"type": "json_schema", "data": "{nope"}), InvalidRequestError, ["not valid JSON"]),
     "grammar that does not compile": (
-        lambda t: gen(shared(), guidance={"type": "lark_grammar", "data": "start: ((("}),
+        lambda t, x: gen(shared(x), guidance={"type": "lark_grammar", "data": "start: ((("}),
         InvalidRequestError, ["lark_grammar", "could not be compiled", "fix the schema/grammar"]),
     "structured output budget too small": (
-        lambda t: json_schema_guidance({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}, 6),
+        lambda t, x: json_schema_guidance({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}, 6),
         InvalidRequestError, ["max_new_tokens=6 is too small", "raise the output budget (max_tokens) to at least"]),
     "chat template that raises": (
-        lambda t: gen(shared(), template_vars={"chat_template": "{{ raise_exception('no system role here') }}"}),
+        lambda t, x: gen(shared(x), template_vars={"chat_template": "{{ raise_exception('no system role here') }}"}),
         ChatTemplateError, ["no system role here"]),
     "chat template reaching Python internals": (
-        lambda t: gen(shared(), template_vars={"chat_template": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}),
+        lambda t, x: gen(shared(x), template_vars={"chat_template": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}),
         ChatTemplateError, ["sandbox"]),
 }
 
 
+@pytest.mark.parametrize("execution", ["process", "inline"])
 @pytest.mark.parametrize("row", sorted(ROWS))
-def test_bad_input(row, tmp_path, monkeypatch):
+def test_bad_input(row, execution, tmp_path, monkeypatch):
     action, error, fragments = ROWS[row]
-    with pytest.raises(error) as info:
-        action(tmp_path)
+    before = set(Engine._registry)
+    try:
+        with pytest.raises(error) as info:
+            action(tmp_path, execution)
+    finally:
+        for key in set(Engine._registry) - before - {(shared(execution).key, execution)}:
+            Engine._registry.pop(key).close()  # engines the row made: their workers end now
     message = str(info.value)
     for fragment in fragments:
         assert fragment in message, f"{row}: {fragment!r} not in {message!r}"
     assert isinstance(info.value, RyzenAIError)
     # the shared model is still usable
-    c = shared().generate(HI, validated_options(max_new_tokens=2, temperature=0))
+    c = shared(execution).generate(HI, validated_options(max_new_tokens=2, temperature=0))
     assert c.usage.completion_tokens == 2
 
 

@@ -1,0 +1,506 @@
+"""Failure paths: each one a typed error whose message says what happened, then a call that works.
+
+Async: a timeout, a killed worker, a generation error and a cancelled task through
+``Engine.astream``/``agenerate``, ``ChatRyzenAI.astream``/``ainvoke`` and
+``RyzenAILLM.astream_chat``/``achat``, in both execution modes. The worker: it cannot
+start, its session cannot start, a write finds it gone, a call times out or fails in it,
+an exception that does not pickle, a torn frame, ``Engine.close``/``close_all``.
+Real OGA on the fixture models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import TINY_LLAMA
+from ryzenai_core import (
+    ChatMessage,
+    ConfigError,
+    Engine,
+    GenerationError,
+    GenerationTimeoutError,
+    InvalidRequestError,
+    WorkerDiedError,
+)
+from ryzenai_core import engine as engine_module
+from ryzenai_core._frames import read_frame, write_frame
+from ryzenai_core.engine import _InlineBackend, _WorkerBackend
+from ryzenai_core.errors import ContextWindowExceededError
+from ryzenai_core.options import validated_options
+from ryzenai_core.worker import _portable
+
+MSGS = [ChatMessage("user", "Tell me about the NPU.")]
+LONG = 3500
+SHORT = 3
+# Output that cannot close within 5 tokens: the runtime stops, the engine raises GenerationError.
+UNFINISHED = {"type": "json_schema", "data": {"type": "object", "properties": {"text": {"type": "string", "minLength": 50}}, "required": ["text"]}}
+SURFACES = [
+    "Engine.astream",
+    "Engine.agenerate",
+    "ChatRyzenAI.astream",
+    "ChatRyzenAI.ainvoke",
+    "RyzenAILLM.astream_chat",
+    "RyzenAILLM.achat",
+]
+EXECUTIONS = ["process", "inline"]
+
+
+def _close_engines_under(folder: Path) -> None:
+    """Close (and forget) every shared engine on a model under ``folder``."""
+    with Engine._registry_lock:
+        keys = [k for k in Engine._registry if Path(k[0].path).is_relative_to(folder)]
+        engines = [Engine._registry.pop(k) for k in keys]
+    for engine in engines:
+        engine.close()
+
+
+@pytest.fixture(scope="module")
+def shared_copy(tmp_path_factory):
+    """A copy of the fixture model for this module's calls that leave the model usable."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("failure-paths")
+    path = folder / "tiny-llama"
+    shutil.copytree(TINY_LLAMA, path)
+    yield path
+    _close_engines_under(folder)
+
+
+@pytest.fixture
+def own_copy(copy_package, tmp_path):
+    """A copy of the fixture model on its own worker (for tests that kill or break it)."""
+    yield copy_package(TINY_LLAMA, "own-worker")
+    _close_engines_under(tmp_path)
+
+
+async def run(
+    surface: str,
+    path: Path,
+    execution: str,
+    *,
+    max_tokens: int,
+    timeout: float | None = None,
+    guidance: dict[str, Any] | None = None,
+) -> int:
+    """One async call through ``surface``, read to the end: the new tokens it reports."""
+    extra: dict[str, Any] = {"guidance": guidance} if guidance is not None else {}
+    if surface.startswith("Engine."):
+        engine = Engine.get(path, execution=execution)  # type: ignore[arg-type]
+        options = validated_options(max_new_tokens=max_tokens, temperature=0, kv_reuse=False, **extra)
+        if surface == "Engine.agenerate":
+            return (await engine.agenerate(MSGS, options, timeout=timeout)).usage.completion_tokens
+        last = None
+        async for chunk in engine.astream(MSGS, options, timeout=timeout):
+            last = chunk
+        return last.usage.completion_tokens
+    if surface.startswith("ChatRyzenAI."):
+        from langchain_ryzenai import ChatRyzenAI
+
+        llm = ChatRyzenAI(model=str(path), execution=execution, max_tokens=max_tokens, temperature=0, kv_reuse=False, timeout=timeout)
+        if surface == "ChatRyzenAI.ainvoke":
+            return (await llm.ainvoke(MSGS[0].content, **extra)).usage_metadata["output_tokens"]
+        total = None
+        async for chunk in llm.astream(MSGS[0].content, **extra):
+            total = chunk if total is None else total + chunk
+        return total.usage_metadata["output_tokens"]
+    from llama_index.core.llms import ChatMessage as LIMessage
+
+    from llamaindex_ryzenai import RyzenAILLM
+
+    llm = RyzenAILLM(model=str(path), execution=execution, max_new_tokens=max_tokens, temperature=0, kv_reuse=False, timeout=timeout)
+    messages = [LIMessage(role="user", content=MSGS[0].content)]
+    if surface == "RyzenAILLM.achat":
+        return (await llm.achat(messages, **extra)).additional_kwargs["completion_tokens"]
+    responses = [r async for r in await llm.astream_chat(messages, **extra)]
+    return responses[-1].additional_kwargs["completion_tokens"]
+
+
+def _streaming(engine: Engine) -> bool:
+    """Whether a call on ``engine`` has delivered its first chunk to its caller."""
+    backend = engine._backend
+    if isinstance(backend, _WorkerBackend):
+        return any(c.tokens for c in list(backend._streams.values()))
+    if isinstance(backend, _InlineBackend):
+        holder = backend.session._holder
+        return holder is not None and holder.tokens > 0
+    return False
+
+
+async def _first_chunk(engine: Engine, task: asyncio.Task[Any]) -> None:
+    while not _streaming(engine):
+        assert not task.done(), task.exception() if not task.cancelled() else "cancelled"
+        await asyncio.sleep(0.005)
+
+
+def _idle(engine: Engine) -> None:
+    """Nothing of a finished call is left behind."""
+    backend = engine.backend
+    if isinstance(backend, _WorkerBackend):
+        assert not backend._handlers and not backend._streams and not backend._sent_to
+    else:
+        assert backend.session._holder is None
+
+
+# ---------------------------------------------------------------- async: timeout
+@pytest.mark.parametrize("execution", EXECUTIONS)
+@pytest.mark.parametrize("surface", SURFACES)
+async def test_async_timeout_names_the_phase_and_the_next_call_works(shared_copy, surface, execution):
+    Engine.get(shared_copy, execution=execution).load()  # type: ignore[arg-type]
+    with pytest.raises(GenerationTimeoutError) as info:
+        await run(surface, shared_copy, execution, max_tokens=LONG, timeout=0.3)
+    assert info.value.phase == "generating"
+    assert "timeout=0.3 s while generating, after" in str(info.value)
+    assert "was cancelled" in str(info.value)
+    assert await run(surface, shared_copy, execution, max_tokens=SHORT, timeout=30) == SHORT
+    _idle(Engine.get(shared_copy, execution=execution))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- async: generation error
+@pytest.mark.parametrize("execution", EXECUTIONS)
+@pytest.mark.parametrize("surface", SURFACES)
+async def test_async_generation_error_is_typed_and_the_next_call_works(shared_copy, surface, execution):
+    with pytest.raises(GenerationError) as info:
+        await run(surface, shared_copy, execution, max_tokens=5, guidance=UNFINISHED)
+    assert type(info.value) is GenerationError
+    assert "constrained output (json_schema) was not complete after 5 tokens" in str(info.value)
+    assert "raise max_new_tokens" in str(info.value)
+    assert await run(surface, shared_copy, execution, max_tokens=SHORT) == SHORT
+    _idle(Engine.get(shared_copy, execution=execution))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- async: cancellation
+@pytest.mark.parametrize("execution", EXECUTIONS)
+@pytest.mark.parametrize("surface", SURFACES)
+async def test_cancelling_the_task_mid_stream_frees_the_model(shared_copy, surface, execution, monkeypatch):
+    engine = Engine.get(shared_copy, execution=execution)  # type: ignore[arg-type]
+    engine.load()
+    frames: list[str] = []  # what the worker sent: the cancelled generation must stop, not run to its end
+    real = engine_module.read_frame
+
+    def counting(stream):
+        message = real(stream)
+        if message is not None:
+            frames.append(message[0])
+        return message
+
+    monkeypatch.setattr(engine_module, "read_frame", counting)
+    task = asyncio.create_task(run(surface, shared_copy, execution, max_tokens=LONG))
+    await _first_chunk(engine, task)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await run(surface, shared_copy, execution, max_tokens=SHORT) == SHORT
+    _idle(engine)
+    if execution == "process":
+        assert frames.count("end") == 2 and frames.count("delta") < LONG // 2
+
+
+# ---------------------------------------------------------------- async: the worker dies
+@pytest.mark.parametrize("surface", SURFACES)
+async def test_worker_killed_mid_stream_is_worker_died_and_the_next_call_works(own_copy, surface):
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    pid = engine.backend.pid
+    task = asyncio.create_task(run(surface, own_copy, "process", max_tokens=LONG))
+    await _first_chunk(engine, task)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerDiedError) as info:
+        await task
+    assert f"the model worker process (pid {pid}) exited with code -9 during the call" in str(info.value)
+    assert "the next call starts a new worker" in str(info.value)
+    assert await run(surface, own_copy, "process", max_tokens=SHORT) == SHORT
+    assert engine.backend.pid not in (None, pid)
+    _idle(engine)
+
+
+@pytest.mark.parametrize("execution", EXECUTIONS)
+def test_a_stream_whose_event_loop_closed_does_not_break_the_model(shared_copy, execution):
+    """An async stream left open when its loop closes (no ``shutdown_asyncgens``): its chunks
+    have nowhere to go; it must not take the worker's reader (or the inline producer) down with it."""
+    engine = Engine.get(shared_copy, execution=execution)  # type: ignore[arg-type]
+    engine.load()
+    loop = asyncio.new_event_loop()
+    stream = engine.astream(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False))
+    loop.run_until_complete(stream.__anext__())
+    loop.close()
+    out = engine.generate(MSGS, validated_options(max_new_tokens=SHORT, temperature=0), timeout=10)
+    assert out.usage.completion_tokens == SHORT
+    asyncio.run(stream.aclose())
+    _idle(engine)
+
+
+# ---------------------------------------------------------------- the worker cannot start
+@pytest.fixture
+def exiting_interpreter(tmp_path, monkeypatch):
+    """sys.executable is a script that exits with code 3 at once (a broken interpreter)."""
+    script = tmp_path / "broken-python"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(engine_module.sys, "executable", str(script))
+    return monkeypatch
+
+
+def test_a_worker_that_cannot_start_is_a_generation_error_and_the_next_call_works(own_copy, exiting_interpreter):
+    engine = Engine.get(own_copy, execution="process")
+    for _ in range(5):  # the script may exit before or after the engine writes its first frame
+        with pytest.raises(GenerationError) as info:
+            engine.generate(MSGS, validated_options(max_new_tokens=SHORT))
+        assert type(info.value) is GenerationError
+        assert "the model worker failed to start (exit code 3)" in str(info.value)
+        assert engine.backend.pid is None
+    exiting_interpreter.undo()
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+
+
+@pytest.mark.parametrize("execution", EXECUTIONS)
+def test_a_session_that_cannot_start_is_the_typed_error_and_the_next_call_works(own_copy, execution):
+    """The package breaks after the engine was made: the session (in the worker, or inline) cannot start."""
+    engine = Engine.get(own_copy, execution=execution)  # type: ignore[arg-type]
+    config = own_copy / "genai_config.json"
+    good = config.read_text()
+    config.write_text('{"model": [1,')
+    for call in (lambda: engine.generate(MSGS, validated_options(max_new_tokens=SHORT)), lambda: engine.encode("hi")):
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert "not valid JSON" in str(info.value) and "genai_config.json" in str(info.value)
+        assert info.value.path is not None and info.value.path.name == "genai_config.json"
+    config.write_text(good)
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+
+
+# ---------------------------------------------------------------- writes to a dead worker
+def test_a_write_to_a_worker_that_is_gone_is_worker_died(own_copy):
+    engine = Engine.get(own_copy, execution="process")
+    backend = engine.backend
+    assert isinstance(backend, _WorkerBackend)
+    # A live process that closed its end of the pipe: the write fails.
+    gone = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, time; os.close(0); sys.stdout.write('x'); sys.stdout.flush(); time.sleep(30)"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert gone.stdout is not None and gone.stdout.read(1) == b"x"  # stdin is closed by now
+        backend._proc = gone
+        with pytest.raises(WorkerDiedError) as info:
+            backend._send(("call", 1, "info", ()))
+        assert f"the model worker process (pid {gone.pid}) is gone" in str(info.value)
+        assert "the next call starts a new worker" in str(info.value)
+        backend._cancel(1)  # a cancel that cannot be delivered is not an error
+    finally:
+        backend._proc = None
+        gone.kill()
+        gone.wait()
+        engine_module._close_pipes(gone)
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+
+
+def test_cancelling_on_a_dead_worker_does_not_start_a_new_one(own_copy):
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    backend = engine.backend
+    proc = backend._proc
+    proc.kill()
+    proc.wait()
+    backend._cancel(12345)
+    assert backend.pid is None
+    assert backend._proc is proc
+
+
+# ---------------------------------------------------------------- calls in the worker
+@pytest.mark.parametrize("execution", EXECUTIONS)
+def test_a_call_that_fails_in_the_model_is_typed_and_the_next_call_works(shared_copy, execution):
+    engine = Engine.get(shared_copy, execution=execution)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError, match=r"the message list is empty; send at least one user message"):
+        engine.count_tokens([])
+    with pytest.raises(InvalidRequestError, match=r"lone surrogate"):
+        engine.encode("a\ud800b")
+    with pytest.raises(ContextWindowExceededError, match=r"prompt limit"):
+        engine.generate([ChatMessage("user", "x " * 5000)], validated_options(max_new_tokens=3))
+    assert engine.count_tokens(MSGS) == len(engine.encode(engine.render(MSGS)))
+    assert engine.decode(engine.encode("hello world")) == "hello world"
+
+
+def test_an_unknown_worker_call_is_refused_in_the_worker(shared_copy):
+    backend = Engine.get(shared_copy, execution="process").backend
+    with pytest.raises(ValueError, match=r"unknown worker call 'shutdown'"):
+        backend.call("shutdown")
+    assert backend.call("info")["pid"] == backend.pid
+
+
+def test_a_worker_call_that_times_out_names_the_call_and_the_next_call_works(shared_copy):
+    engine = Engine.get(shared_copy, execution="process")
+    engine.load()
+    # About a second of template work: the call's timeout runs out first.
+    slow = validated_options(template_vars={"chat_template": "{% for i in range(30000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}"})
+    with pytest.raises(GenerationTimeoutError) as info:
+        engine.backend.call("render", MSGS, slow, timeout=0.1)
+    assert info.value.phase == "render" and "render took longer than timeout=0.1 s" in str(info.value)
+    assert engine.render(MSGS).endswith("Tell me about the NPU.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    _idle(engine)
+
+
+def test_a_worker_that_dies_during_a_call_is_worker_died(own_copy):
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    backend = engine.backend
+    pid = backend.pid
+    slow = validated_options(template_vars={"chat_template": "{% for i in range(100000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}"})
+    threading.Timer(0.3, os.kill, args=(pid, signal.SIGKILL)).start()
+    with pytest.raises(WorkerDiedError, match=rf"pid {pid}\) exited with code -9 during the call"):
+        engine.render(MSGS, slow)
+    assert engine.count_tokens(MSGS) > 0 and backend.pid != pid
+
+
+# ---------------------------------------------------------------- errors that cross the boundary
+class _Unpicklable(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.callback = lambda: None  # a lambda does not pickle
+
+
+class _NeedsTwo(Exception):
+    def __init__(self, a: str, b: str) -> None:  # pickles, but unpickling calls it with one argument
+        super().__init__(a)
+        self.b = b
+
+
+def test_an_exception_that_does_not_pickle_becomes_a_generation_error_with_its_text():
+    out = _portable(_Unpicklable("the runtime's own object"))
+    assert type(out) is GenerationError and str(out) == "_Unpicklable: the runtime's own object"
+    out = _portable(_NeedsTwo("left", "right"))
+    assert type(out) is GenerationError and str(out) == "_NeedsTwo: left"
+    pickle.loads(pickle.dumps(out))
+
+
+def test_typed_errors_cross_the_boundary_with_their_fields():
+    timeout = GenerationTimeoutError("ran out", phase="prefill")
+    assert _portable(timeout) is timeout
+    back = pickle.loads(pickle.dumps(_portable(timeout)))
+    assert type(back) is GenerationTimeoutError and back.phase == "prefill"
+    window = ContextWindowExceededError("too long", prompt_tokens=9, limit=8, window=10)
+    back = pickle.loads(pickle.dumps(_portable(window)))
+    assert (back.prompt_tokens, back.limit, back.window) == (9, 8, 10)
+    config = ConfigError("bad", path="/x/genai_config.json")
+    assert pickle.loads(pickle.dumps(_portable(config))).path == Path("/x/genai_config.json")
+
+
+# ---------------------------------------------------------------- frames
+def _frames(*messages: Any) -> bytes:
+    buf = io.BytesIO()
+    for message in messages:
+        write_frame(buf, message)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("cut", [1, 3, 4, 5, -1])
+def test_a_torn_frame_reads_as_the_end_of_the_stream(cut):
+    data = _frames(("ready",), ("delta", 7, "text", [1, 2]))
+    first = len(_frames(("ready",)))
+    stream = io.BytesIO(data[: first + cut] if cut > 0 else data[:cut])
+    assert read_frame(stream) == ("ready",)
+    assert read_frame(stream) is None
+    assert read_frame(io.BytesIO(b"")) is None
+
+
+def test_a_frame_that_does_not_unpickle_raises():
+    body = b"not a pickle"
+    with pytest.raises(pickle.UnpicklingError):
+        read_frame(io.BytesIO(len(body).to_bytes(4, "little") + body))
+
+
+def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(own_copy, monkeypatch):
+    """The reader cannot trust the rest of the pipe after a frame it cannot read: the worker is replaced."""
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    pid = engine.backend.pid
+    real = engine_module.read_frame
+    torn = []
+
+    def tearing(stream):
+        message = real(stream)
+        if message is not None and message[0] == "delta" and not torn:
+            torn.append(message)
+            raise pickle.UnpicklingError("pickle data was truncated")
+        return message
+
+    monkeypatch.setattr(engine_module, "read_frame", tearing)
+    with pytest.raises(WorkerDiedError, match=rf"pid {pid}\)"):
+        engine.generate(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False), timeout=20)
+    assert torn
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+    assert engine.backend.pid != pid
+
+
+# ---------------------------------------------------------------- close
+def _exited(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_close_ends_the_worker_and_the_next_call_starts_a_new_one(own_copy):
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    old = engine.backend
+    pid = old.pid
+    engine.close()
+    assert _exited(pid) and old.pid is None and engine._backend is None
+    engine.close()  # closing twice is harmless
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+    assert engine.backend.pid not in (None, pid)
+
+
+def test_close_during_a_stream_ends_it_with_worker_died(own_copy):
+    engine = Engine.get(own_copy, execution="process")
+    stream = engine.stream(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False))
+    next(stream)
+    pid = engine.backend.pid
+    engine.close()
+    with pytest.raises(WorkerDiedError, match=rf"pid {pid}\) exited with code 0 during the call"):
+        for _ in stream:
+            pass
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+
+
+def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_path, monkeypatch):
+    monkeypatch.setattr(Engine, "_registry", {})
+    a = Engine.get(copy_package(TINY_LLAMA, "a"), execution="process")
+    b = Engine.get(copy_package(TINY_LLAMA, "b"), execution="process")
+    inline = Engine.get(copy_package(TINY_LLAMA, "c"), execution="inline")
+    try:
+        pids = []
+        for engine in (a, b, inline):
+            engine.load()
+            pids.append(engine.backend.pid if engine.execution == "process" else None)
+        inline.generate(MSGS, validated_options(max_new_tokens=SHORT))  # kv_reuse keeps a cached generator
+        assert inline.backend.session._cached is not None
+        Engine.close_all()
+        assert all(_exited(pid) for pid in pids if pid is not None)
+        assert all(e._backend is None for e in (a, b, inline))
+        for engine in (a, b, inline):
+            assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+        assert a.backend.pid not in pids and b.backend.pid not in pids
+    finally:
+        for engine in (a, b, inline):
+            engine.close()
+
+
+def test_a_worker_started_with_a_bad_first_frame_exits(tmp_path):
+    """The worker serves only after an init frame; anything else (or nothing) ends it."""
+    for data in (b"", _frames(("call", 1, "info", ()))):
+        done = subprocess.run([sys.executable, "-m", "ryzenai_core.worker"], input=data, capture_output=True, timeout=60)
+        assert done.returncode == 0 and done.stdout == b""
