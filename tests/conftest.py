@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,6 +15,40 @@ REPLICAS = FIXTURES / "replicas"
 TINY_LLAMA = MODELS / "tiny-llama"
 TINY_QWEN3 = MODELS / "tiny-qwen3"
 TINY_GEMMA3 = MODELS / "tiny-gemma3-text"
+
+# About 3770 tokens of tiny-qwen3 (window 4096): a prefill of roughly 0.2 s on a laptop CPU, long
+# enough that a runtime holding the GIL in this process visibly stalls an event loop.
+LONG_PROMPT = " ".join(f"word{i % 97} alpha" for i in range(480))
+
+
+async def longest_loop_gap(call: AsyncIterator[Any] | Awaitable[Any]) -> tuple[float, list[Any]]:
+    """Run ``call`` (an async stream, drained, or an awaitable) beside a 2 ms ticker.
+
+    Returns the longest time between two ticks of the event loop during the call, and what the
+    call produced (the stream's items, or ``[result]``).
+    """
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)  # the ticker is running before the call starts
+    try:
+        if isinstance(call, AsyncIterator):
+            out = [item async for item in call]
+        else:
+            out = [await call]
+    finally:
+        done.set()
+        await task
+    return max(gaps), out
 
 
 @pytest.fixture(autouse=True)
