@@ -113,7 +113,10 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive number of tokens")
     return value

@@ -97,9 +97,20 @@ def test_missing_folder_is_an_error_not_a_traceback(capsys, tmp_path):
     assert code == 2 and err.startswith("error:") and "does not exist" in err
 
 
-def test_bad_prompt_tokens_is_rejected():
-    with pytest.raises(SystemExit):
-        main(["info", "--prompt-tokens", "0"])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--prompt-tokens", "0"], "argument --prompt-tokens: 0 is not a positive number of tokens"),
+        (["--prompt-tokens", "abc"], "argument --prompt-tokens: 'abc' is not a whole number of tokens"),
+        (["--max-new-tokens", "-3"], "argument --max-new-tokens: -3 is not a positive number of tokens"),
+    ],
+)
+def test_bad_prompt_tokens_is_rejected(capsys, argv, message):
+    with pytest.raises(SystemExit) as info:
+        main(["info", *argv])
+    assert info.value.code == 2  # argparse's usage error, not a traceback or a success
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("usage: ryzenai-llm info") and f"error: {message}\n" in err
 
 
 def test_console_script_runs():
