@@ -90,16 +90,20 @@ def test_non_positive_counts_are_rejected(prompt, new):
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "message"),
     [
-        dict(window=1, prompt_limit=1),
-        dict(window=100, prompt_limit=200),
-        dict(window=100, prompt_limit=50, prefill_buckets=(64, 32)),
+        (dict(window=1, prompt_limit=1), "context window 1 is too small: it must be at least 2 tokens"),
+        (dict(window=100, prompt_limit=200), "prompt limit 200 must be between 1 and the window (100)"),
+        (
+            dict(window=100, prompt_limit=50, prefill_buckets=(64, 32)),
+            "prefill_buckets must be positive and strictly ascending, got [64, 32]",
+        ),
     ],
 )
-def test_inconsistent_budgets_are_rejected(kwargs):
-    with pytest.raises(InvalidRequestError):
+def test_inconsistent_budgets_are_rejected(kwargs, message):
+    with pytest.raises(InvalidRequestError) as info:
         ContextBudget(**kwargs)
+    assert str(info.value) == message
 
 
 buckets = st.lists(st.integers(1, 5000), min_size=1, max_size=12, unique=True).map(lambda v: tuple(sorted(v)))

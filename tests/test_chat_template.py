@@ -436,7 +436,7 @@ def test_family_markers():
     assert t.end_of_turn == ["<|im_end|>"]
     assert t.tool_call_markers == ("<tool_call>", "</tool_call>")
     assert t.reasoning_markers == ("<think>", "</think>")
-    with pytest.raises(InvalidRequestError):
+    with pytest.raises(InvalidRequestError, match="template family 'gpt' is not known; use one of llama3, qwen3, "):
         tool_call_markers("gpt")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -196,17 +198,29 @@ def test_base_prompt_over_the_limit_is_a_clear_error():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [
-        {"base_tokens": 0, "candidates": [1]},
-        {"base_tokens": 10, "candidates": [-1]},
-        {"base_tokens": 10, "candidates": [1], "max_context_loss": 1.5},
-        {"base_tokens": 10, "candidates": [1], "max_new_tokens": 4096},
-        {"base_tokens": 10, "candidates": [1], "min_partial_tokens": 0},
+    ("kwargs", "message"),
+    [  # the value given, then the range it must be in
+        ({"base_tokens": 0, "candidates": [1]}, "base_tokens is 0; a prompt has at least 1 token"),
+        ({"base_tokens": 10, "candidates": [5, -1]}, "candidate token counts must be >= 0, got [5, -1]"),
+        (
+            {"base_tokens": 10, "candidates": [1], "max_context_loss": 1.5},
+            "max_context_loss is 1.5; use a fraction between 0 and 1",
+        ),
+        (
+            {"base_tokens": 10, "candidates": [1], "max_new_tokens": 4096},
+            "max_new_tokens=4096 leaves no room for a prompt in the window of 4096 tokens; "
+            "use a value between 1 and 4095",
+        ),
+        (
+            {"base_tokens": 10, "candidates": [1], "min_partial_tokens": 0},
+            "min_partial_tokens is 0; it must be at least 1",
+        ),
+        ({"base_tokens": 10, "candidates": [1], "default_count": -2}, "default_count is -2; it must be >= 0"),
+        ({"base_tokens": 10, "candidates": [1], "limit": 0}, "limit is 0; it must be at least 1"),
     ],
 )
-def test_bad_arguments_name_the_value(kwargs):
-    with pytest.raises(InvalidRequestError):
+def test_bad_arguments_name_the_value(kwargs, message):
+    with pytest.raises(InvalidRequestError, match=re.escape(message)):
         pack_context(NPU, **kwargs)
 
 
