@@ -39,6 +39,9 @@ from llamaindex_ryzenai.llms import _is_default_tokenizer, _tokenizer_owner
 from ryzenai_core import Engine, InvalidRequestError, ModelNotFoundError
 
 USER = [ChatMessage(role="system", content="You are terse."), ChatMessage(role="user", content="Name a colour.")]
+EMPTY_TURN = [ChatMessage(role="system", content=""), ChatMessage(role="user", content="")]
+# what the Qwen3 template adds around an empty system + user turn: 21 tokens of tiny-qwen3
+SCAFFOLD = "<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n"
 THINK = "<think>\nstep one\n</think>\n\nfour"
 
 
@@ -143,10 +146,14 @@ def test_with_the_package_tokenizer_the_counts_and_window_are_exact(qwen):
     Settings.tokenizer = qwen.tokenizer
     assert isinstance(llama_index.core.global_tokenizer.__self__, PackageTokenizer)
     assert Settings.tokenizer(text) == qwen.engine.encode(text)
-    scaffold = qwen.count_tokens([ChatMessage(role="system", content=""), ChatMessage(role="user", content="")])
+    assert qwen.engine.render(to_core_messages(EMPTY_TURN)) == SCAFFOLD
+    assert len(qwen.engine.encode(SCAFFOLD)) == 21
+    # tiny-qwen3: window 4096 and no other prompt limit, so the longest prompt is 4095 tokens;
+    # with 12 output tokens a prompt may take min(4095, 4096 - 12) = 4084 of them, of which the
+    # template's empty system + user turn takes 21: PromptHelper gets 4084 - 21 = 4063 tokens,
+    # and context_window = 12 + 4063 = 4075.
     m = qwen.metadata
-    budget = qwen.budget
-    assert m.context_window == m.num_output + min(budget.max_prompt_tokens, budget.window - 12) - scaffold
+    assert (m.num_output, m.context_window) == (12, 4075)
     assert m.context_window > default_window  # the exact count needs no safety margin
 
 
@@ -156,9 +163,11 @@ def test_context_window_follows_the_release_prompt_limit():
     new = RyzenAILLM(model=str(replica), provider="cpu", max_new_tokens=64)
     assert (old.budget.prompt_limit, new.budget.prompt_limit) == (2048, 4096)
     Settings.tokenizer = old.tokenizer
-    scaffold = old.count_tokens([ChatMessage(role="system", content=""), ChatMessage(role="user", content="")])
-    assert old.metadata.context_window == 64 + 2048 - scaffold
-    assert new.metadata.context_window == 64 + 4096 - 64 - scaffold
+    assert len(old.engine.encode(old.engine.render(to_core_messages(EMPTY_TURN)))) == 21  # Qwen3's SCAFFOLD
+    # release 1.5.1: prompts up to 2048 tokens; min(2048, 4096 - 64) = 2048, so 64 + 2048 - 21 = 2091
+    assert old.metadata.context_window == 2091
+    # release 1.8.0: the whole window; min(4095, 4096 - 64) = 4032, so 64 + 4032 - 21 = 4075
+    assert new.metadata.context_window == 4075
 
 
 def test_an_unset_tokenizer_becomes_the_packages(qwen):
@@ -168,8 +177,7 @@ def test_an_unset_tokenizer_becomes_the_packages(qwen):
     assert _is_default_tokenizer(llama_index.core.global_tokenizer)  # LlamaIndex installed its tiktoken default
     m = llm.metadata
     assert _tokenizer_owner(llama_index.core.global_tokenizer) is llm.tokenizer
-    budget = llm.budget
-    assert m.context_window == 12 + min(budget.max_prompt_tokens, budget.window - 12) - llm._scaffold_tokens()
+    assert m.context_window == 4075  # exact counts: 12 + min(4095, 4096 - 12) - 21, as with Settings.tokenizer set
     assert m.context_window > scaled
     assert qwen.metadata.context_window == m.context_window  # the global now counts in qwen's tokens too
 
@@ -203,8 +211,9 @@ def test_use_package_tokenizer_false_and_a_ratio_leave_the_default_alone():
 
 def test_tokenizer_ratio_overrides_the_measurement(qwen):
     fixed = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, tokenizer_ratio=2.0)
-    room = min(fixed.budget.max_prompt_tokens, fixed.budget.window - 12) - fixed._scaffold_tokens()
-    assert fixed.metadata.context_window == 12 + room // 2
+    # the room in package tokens is min(4095, 4096 - 12) - 21 = 4063; at 2 package tokens per
+    # counted token PromptHelper may count floor(4063 / 2) = 2031, so context_window = 12 + 2031
+    assert fixed.metadata.context_window == 2043
 
 
 # ---------------------------------------------------------------------- one stream, every face
