@@ -7,6 +7,7 @@ the fixtures and on the CPU-runnable replicas of AMD's packages.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -742,6 +743,31 @@ RAG_PROMPT = ChatPromptTemplate.from_messages(
 QA_PROMPT = ChatPromptTemplate.from_messages([("system", "You are terse."), ("human", "{question}")])
 RAG_Q = "Which prefill buckets does the NPU pad prompts to?"
 
+# A question of the bundled demo set, answered by the embedded extractive model (a span of the
+# documents, after a leading space): chains with its answer can be checked word for word.
+DEMO_DOCS = Path(__file__).resolve().parents[1] / "core" / "demo_docs"
+DEMO = json.loads((DEMO_DOCS / "questions.json").read_text(encoding="utf-8"))
+DEMO_Q = DEMO["questions"][0]  # Who is the director of the Vantor Lab? Ilsa Brandecott
+DEMO_PROMPT = ChatPromptTemplate.from_messages(
+    [("system", DEMO["system"]), ("human", "Context: {context}\n\nQuestion: {question}")]
+)
+DEMO_INPUT = {
+    "context": "\n\n".join((DEMO_DOCS / name).read_text(encoding="utf-8") for name in DEMO_Q["documents"]),
+    "question": DEMO_Q["question"],
+}
+
+
+def test_a_chain_carries_the_answer_of_the_qa_model():
+    qa = DEMO_PROMPT | ChatRyzenAI(model="tiny-qa-llama", temperature=0, max_tokens=16) | StrOutputParser()
+    assert DEMO_Q["answer"] == "Ilsa Brandecott"
+    assert qa.invoke(DEMO_INPUT).strip() == DEMO_Q["answer"]
+    assert "".join(qa.stream(DEMO_INPUT)).strip() == DEMO_Q["answer"]
+
+    async def run() -> tuple[str, str]:
+        return await qa.ainvoke(DEMO_INPUT), "".join([p async for p in qa.astream(DEMO_INPUT)])
+
+    assert [a.strip() for a in asyncio.run(run())] == [DEMO_Q["answer"]] * 2
+
 
 def test_keyword_retriever_finds_the_right_document():
     assert KeywordRetriever(docs=DOCS).invoke(RAG_Q)[0].metadata["id"] == "buckets"
@@ -756,14 +782,15 @@ def _tool_loop_messages(first: AIMessage) -> list[BaseMessage]:
 def test_chains_sync(params):
     llm = chat(**params, max_tokens=16)
     answer = (QA_PROMPT | llm | StrOutputParser()).invoke({"question": "What is an NPU?"})
-    assert isinstance(answer, str)
+    # random weights: the text is noise, but it is the whole of the 16-token answer the model gave
+    assert answer == llm.invoke(QA_PROMPT.invoke({"question": "What is an NPU?"})).content
 
     retriever = KeywordRetriever(docs=DOCS)
     rag = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | llm
     msg = rag.invoke(RAG_Q)
     expected = RAG_PROMPT.invoke({"context": DOCS[0].page_content, "question": RAG_Q}).to_messages()
     assert msg.usage_metadata["input_tokens"] == llm.get_num_tokens_from_messages(expected)
-    assert isinstance((rag | StrOutputParser()).invoke(RAG_Q), str)
+    assert (rag | StrOutputParser()).invoke(RAG_Q) == msg.content  # temperature 0: the same answer, as text
 
     first = llm.bind_tools([add], tool_choice="any", max_tokens=64).invoke("What is 2 + 3? Use the tool.")
     messages = _tool_loop_messages(first)
@@ -779,7 +806,7 @@ def test_chains_sync(params):
 async def test_chains_async(params):
     llm = chat(**params, max_tokens=16)
     answer = await (QA_PROMPT | llm | StrOutputParser()).ainvoke({"question": "What is an NPU?"})
-    assert isinstance(answer, str)
+    assert answer == (await llm.ainvoke(QA_PROMPT.invoke({"question": "What is an NPU?"}))).content
 
     retriever = KeywordRetriever(docs=DOCS)
     rag = {"context": retriever | format_docs, "question": RunnablePassthrough()} | RAG_PROMPT | llm
@@ -787,7 +814,7 @@ async def test_chains_async(params):
     expected = RAG_PROMPT.invoke({"context": DOCS[0].page_content, "question": RAG_Q}).to_messages()
     assert msg.usage_metadata["input_tokens"] == llm.get_num_tokens_from_messages(expected)
     parts = [p async for p in (rag | StrOutputParser()).astream(RAG_Q)]
-    assert all(isinstance(p, str) for p in parts)
+    assert all(isinstance(p, str) for p in parts) and "".join(parts) == msg.content
 
     first = await llm.bind_tools([add], tool_choice="any", max_tokens=64).ainvoke("What is 2 + 3? Use the tool.")
     messages = _tool_loop_messages(first)
