@@ -328,6 +328,12 @@ class ModelPackage:
         return Mode.HYBRID
 
     @property
+    def built_for(self) -> str | None:
+        """The Ryzen AI release the package was built for, as its folder name says (``_rai_1.8.0_``)."""
+        m = _RELEASE_IN_NAME.search(self.name)
+        return m.group(1) if m else None
+
+    @property
     def has_vision(self) -> bool:
         """True for multimodal packages (Gemma 3 style embedding + vision parts)."""
         return bool(self.vision_files)

@@ -40,7 +40,7 @@ from .images import prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
-from .runtime import import_oga, runtime_info
+from .runtime import import_oga, parse_release, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .token_bytes import TokenBytes
 
@@ -200,6 +200,11 @@ def check_runtime_settings(provider: str | None, num_threads: int | None = None)
         raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
 
 
+def _newer(release: str, than: str) -> bool:
+    """Whether ``release`` is a later Ryzen AI line (major.minor) than ``than``."""
+    return parse_release(release)[:2] > parse_release(than)[:2]
+
+
 @dataclass(frozen=True)
 class SessionKey:
     """What makes two loaded models the same one."""
@@ -290,6 +295,13 @@ class Session:
                 "environment (e.g. `conda activate ryzen-ai-1.8.0`). To run its weights on the CPU anyway "
                 "(only plain ONNX graphs can), pass provider='cpu'."
             )
+        built = pkg.built_for
+        if pkg.is_ryzenai and provider is None and info.release and built and _newer(built, info.release):
+            raise RuntimeNotAvailableError(
+                f"{pkg.name} was built for Ryzen AI {built}, a newer release than the installed runtime "
+                f"({info.describe()}), which cannot run it. Activate the Ryzen AI {built} environment "
+                f"(e.g. `conda activate ryzen-ai-{built}`), or use the package built for release {info.release}."
+            )
         pkg.check_loadable()
         og = import_oga()
         start = time.perf_counter()
@@ -359,8 +371,10 @@ class Session:
             )
         if "ryzenai" in text.lower() or "vitisai" in text.lower() or "custom op" in text.lower():
             return RuntimeNotAvailableError(
-                f"loading {pkg.name} needs the Ryzen AI execution provider, which {info.describe()} "
-                f"does not have: {text}"
+                f"loading {pkg.name} needs the Ryzen AI execution provider ({pkg.provider}), which "
+                f"{info.describe()} does not have: {text}. Run it in the Ryzen AI environment the installer "
+                "created, on a PC with the NPU driver installed (e.g. `conda activate ryzen-ai-1.8.0`); to run "
+                "its weights on the CPU anyway (only plain ONNX graphs can), pass provider='cpu'."
             )
         return ModelPackageError(
             f"onnxruntime-genai ({info.describe()}) could not load {pkg.path}: {text}. Check that the "
