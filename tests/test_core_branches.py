@@ -1,0 +1,176 @@
+"""Branches of the core helpers: token byte tables, stream parsing, schema bounds, options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import onnxruntime_genai as og
+import pytest
+
+from conftest import TINY_LLAMA, TINY_QWEN3
+from ryzenai_core.token_bytes import PROBE_TEXT, TokenBytes
+
+# --- token_bytes: the per-token byte table --------------------------------------------------
+
+BYTE_FALLBACK_DECODER = {
+    "type": "Sequence",
+    "decoders": [
+        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+        {"type": "ByteFallback"},
+        {"type": "Fuse"},
+    ],
+}
+
+
+def write_tokenizer(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "tokenizer.json"
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return path
+
+
+def fallback_tokenizer(vocab: dict[str, Any], decoder: Any = BYTE_FALLBACK_DECODER, **extra: Any) -> dict[str, Any]:
+    return {"model": {"type": "BPE", "byte_fallback": True, "vocab": vocab}, "decoder": decoder, **extra}
+
+
+def test_byte_fallback_vocabulary_maps_byte_tokens_and_metaspace(tmp_path):
+    vocab = {"<unk>": 0, "<0x0A>": 1, "<0xE2>": 2, "<0x82>": 3, "<0xAC>": 4, "\u2581Hello": 5, "world": 6, "▁": 7}
+    added = [
+        {"id": 8, "content": "<bos>", "special": True},
+        {"id": 9, "content": "<extra>", "special": False},
+        {"id": "10", "content": "bad id: skipped"},
+        "not a dict",
+    ]
+    table = TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, fallback_tokenizer(vocab, added_tokens=added)))
+    assert table is not None
+    assert table.table[1] == b"\n"
+    assert table.table[5] == b" Hello"
+    assert table.table[7] == b" "
+    assert table.table[8] == b""  # special tokens are no text
+    assert table.table[9] == b"<extra>"  # an added token is its own text
+    assert len(table.table) == 10
+    # three byte tokens make one character; a character cut short is U+FFFD and the rest survives
+    assert table.decode([8, 5, 7, 6, 2, 3, 4, 1]) == " Hello world€\n"
+    assert table.decode([5, 2, 3, 6]) == " Hello\ufffdworld"
+    assert table.decode([5, 99, -1]) == " Hello"  # unknown ids are no bytes
+
+
+def test_a_single_byte_fallback_decoder_without_a_sequence_is_mapped(tmp_path):
+    data = fallback_tokenizer({"<0x41>": 0, "b": 1}, decoder={"type": "ByteFallback"})
+    table = TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, data))
+    assert table is not None and table.decode([0, 1]) == "Ab"
+
+
+@pytest.mark.parametrize(
+    "decoder",
+    [
+        # Gemma-style decoders that strip the leading space: the runtime's decode is kept
+        {"type": "Sequence", "decoders": [*BYTE_FALLBACK_DECODER["decoders"], {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"},
+        {"type": "Sequence", "decoders": [{"type": "Metaspace"}, {"type": "ByteFallback"}]},
+        # a Replace of anything else than "▁" -> " "
+        {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "_"}, "content": " "}, {"type": "ByteFallback"}]},
+        {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"Regex": "\u2581"}, "content": " "}, {"type": "ByteFallback"}]},
+        # no ByteFallback step at all, or no decoder
+        {"type": "Sequence", "decoders": [{"type": "Fuse"}]},
+        {"type": "Sequence", "decoders": None},
+        None,
+        "ByteFallback",
+    ],
+    ids=["strip", "metaspace", "metaspace-seq", "replace-other", "replace-regex", "fuse-only", "empty-seq", "none", "str"],
+)
+def test_byte_fallback_decoders_that_do_more_than_bytes_and_spaces_are_refused(tmp_path, decoder):
+    data = fallback_tokenizer({"<0x41>": 0, "\u2581a": 1}, decoder=decoder)
+    assert TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, data)) is None
+
+
+def test_byte_fallback_decoder_needs_the_model_flag(tmp_path):
+    data = fallback_tokenizer({"<0x41>": 0})
+    data["model"]["byte_fallback"] = False
+    assert TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, data)) is None
+
+
+@pytest.mark.parametrize(
+    "vocab",
+    [{"<0xZZ>": 0}, {"<0x41>": "0"}, {}, {"<0x41>": -1}],
+    ids=["bad-hex", "id-not-int", "empty", "negative-id"],
+)
+def test_byte_fallback_vocabularies_that_cannot_be_mapped(tmp_path, vocab):
+    assert TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, fallback_tokenizer(vocab))) is None
+
+
+def test_a_byte_fallback_lookalike_of_another_length_is_plain_text(tmp_path):
+    table = TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, fallback_tokenizer({"<0x4>": 0, "<0x041>": 1})))
+    assert table is not None and table.table == [b"<0x4>", b"<0x041>"]
+
+
+def test_byte_level_vocabulary_with_a_piece_outside_the_alphabet_is_refused(tmp_path):
+    good = {"model": {"type": "BPE", "vocab": {"\u0120a": 0, "b": 1}}, "decoder": {"type": "ByteLevel"}}
+    table = TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, good))
+    assert table is not None and table.table == [b" a", b"b"]
+    # " " (a raw space) is not a character of GPT-2's byte alphabet (it spells a space as "Ġ")
+    bad = {"model": {"type": "BPE", "vocab": {"\u0120a": 0, " b": 1}}, "decoder": {"type": "ByteLevel"}}
+    assert TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, bad)) is None
+    mixed = {**good, "decoder": {"type": "Sequence", "decoders": [{"type": "ByteLevel"}, {"type": "Fuse"}]}}
+    assert TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, mixed)) is None
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", "[1, 2]", json.dumps({"model": "BPE"}), json.dumps({"model": {"type": "BPE", "vocab": []}})],
+    ids=["invalid-json", "not-an-object", "model-not-dict", "vocab-not-dict"],
+)
+def test_unreadable_or_foreign_tokenizer_files_give_no_table(tmp_path, content):
+    assert TokenBytes.from_tokenizer_json(write_tokenizer(tmp_path, content)) is None
+
+
+def test_missing_or_undecodable_tokenizer_file_gives_no_table(tmp_path):
+    assert TokenBytes.from_tokenizer_json(tmp_path / "absent.json") is None
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(b"\xff\xfe{")  # not UTF-8
+    assert TokenBytes.from_tokenizer_json(path) is None
+
+
+@pytest.fixture(scope="module", params=[TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
+def real_tokenizer(request):
+    return request.param, og.Tokenizer(og.Model(str(request.param)))
+
+
+def test_probe_of_a_real_package_accepts_its_table(real_tokenizer):
+    folder, tok = real_tokenizer
+    files = [folder / "tokenizer_config.json", folder / "tokenizer.json"]
+    table = TokenBytes.for_runtime(files, tok.encode, lambda ids: tok.decode(list(ids)))
+    assert table is not None
+    ids = [int(i) for i in tok.encode(PROBE_TEXT)]
+    assert table.decode(ids) == tok.decode(ids) == PROBE_TEXT
+
+
+def test_probe_without_a_tokenizer_json_keeps_the_runtime_decode(real_tokenizer):
+    folder, tok = real_tokenizer
+    files = [folder / "tokenizer_config.json", folder / "genai_config.json"]
+    assert TokenBytes.for_runtime(files, tok.encode, lambda ids: tok.decode(list(ids))) is None
+
+
+def test_probe_that_the_runtime_cannot_run_keeps_the_runtime_decode(real_tokenizer):
+    folder, tok = real_tokenizer
+
+    def failing_decode(ids):
+        raise RuntimeError("decode failed")
+
+    assert TokenBytes.for_runtime([folder / "tokenizer.json"], tok.encode, failing_decode) is None
+    # an encoder that returns nothing proves nothing
+    assert TokenBytes.for_runtime([folder / "tokenizer.json"], lambda t: [], lambda ids: "") is None
+
+
+def test_probe_rejects_a_table_that_decodes_differently(real_tokenizer, tmp_path):
+    folder, tok = real_tokenizer
+    # the same vocabulary with one token's text changed: the probe's decode no longer matches
+    data = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = data["model"]["vocab"]
+    ids = [int(i) for i in tok.encode(PROBE_TEXT)]
+    piece = next(p for p, i in vocab.items() if i == ids[0])
+    vocab[piece + "x" if piece + "x" not in vocab else piece + "y"] = vocab.pop(piece)
+    altered = write_tokenizer(tmp_path, data)
+    assert TokenBytes.from_tokenizer_json(altered) is not None
+    assert TokenBytes.for_runtime([altered], tok.encode, lambda i: tok.decode(list(i))) is None
