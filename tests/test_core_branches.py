@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,9 @@ import onnxruntime_genai as og
 import pytest
 
 from conftest import TINY_LLAMA, TINY_QWEN3
+from ryzenai_core.chat_template import parse_tool_calls
+from ryzenai_core.messages import ToolCall
+from ryzenai_core.streaming import IncrementalDecoder, OutputParser
 from ryzenai_core.token_bytes import PROBE_TEXT, TokenBytes
 
 # --- token_bytes: the per-token byte table --------------------------------------------------
@@ -174,3 +178,95 @@ def test_probe_rejects_a_table_that_decodes_differently(real_tokenizer, tmp_path
     altered = write_tokenizer(tmp_path, data)
     assert TokenBytes.from_tokenizer_json(altered) is not None
     assert TokenBytes.for_runtime([altered], tok.encode, lambda i: tok.decode(list(i))) is None
+
+
+# --- streaming: decoding without a byte table, and the end of a parsed stream ----------------
+
+
+@pytest.fixture(scope="module")
+def qwen3_tokenizer():
+    tok = og.Tokenizer(og.Model(str(TINY_QWEN3)))
+    table = TokenBytes.from_tokenizer_json(TINY_QWEN3 / "tokenizer.json")
+    assert table is not None
+    single = {b: i for i, b in enumerate(table.table) if len(b) == 1}
+    return tok, single
+
+
+def test_runtime_decoder_emits_fffd_for_bytes_that_never_become_text(qwen3_tokenizer):
+    tok, byte_id = qwen3_tokenizer
+    dec = IncrementalDecoder(lambda ids: tok.decode(list(ids)), max_stuck=3)
+    lone = byte_id[b"\x80"]  # a continuation byte with no lead byte: never valid UTF-8
+    deltas = [dec.feed(i) for i in (byte_id[b"a"], lone, lone, lone, byte_id[b"b"])]
+    # held while it might still complete, then one U+FFFD, and the text after it is not lost
+    assert deltas == ["a", "", "", "\ufffd", "b"]
+    assert dec.flush() == ""
+
+
+def test_runtime_decoder_flushes_an_incomplete_character_at_the_end(qwen3_tokenizer):
+    tok, byte_id = qwen3_tokenizer
+    dec = IncrementalDecoder(lambda ids: tok.decode(list(ids)))
+    # "€" is E2 82 AC: the stream ends after two of its three bytes
+    assert [dec.feed(i) for i in (byte_id[b"a"], byte_id[b"\xe2"], byte_id[b"\x82"])] == ["a", "", ""]
+    assert dec.flush() == "\ufffd"
+    assert dec.flush() == ""  # nothing is held any more
+
+
+def qwen_parser(**kw: Any) -> OutputParser:
+    return OutputParser(
+        tool_markers=("<tool_call>", "</tool_call>"), parse_tool_calls=partial(parse_tool_calls, family="qwen3"), **kw
+    )
+
+
+def test_text_held_as_a_possible_marker_comes_out_at_the_end():
+    p = qwen_parser()
+    assert p.feed("see <tool") == ("see ", "")  # could be the start of <tool_call>
+    assert p.finish() == ("<tool", "")
+    assert p.tool_calls == []
+
+
+def test_an_unclosed_tool_block_that_is_not_a_call_comes_back_as_text():
+    p = qwen_parser()
+    raw = "<tool_call>\nnot json\n</tool"  # the end of generation cut the closing marker
+    assert p.feed(raw) == ("", "")
+    assert p.finish() == (raw, "")
+    assert p.tool_calls == []
+
+
+def test_a_tool_block_cut_off_before_its_closing_marker_is_a_call():
+    p = qwen_parser()
+    assert p.feed('Sure.<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n') == ("Sure.", "")
+    assert p.finish() == ("", "")
+    assert [(c.name, c.arguments) for c in p.tool_calls] == [("f", {"x": 1})]
+
+
+def test_text_held_by_a_stop_string_comes_out_when_none_follows():
+    p = OutputParser(stop=("END",))
+    assert p.feed("the E") == ("the ", "")
+    assert p.finish() == ("E", "")
+    assert not p.stopped
+
+
+def test_a_json_answer_held_for_a_call_keeps_the_stop_filter_tail():
+    llama = partial(parse_tool_calls, family="llama3")
+    p = OutputParser(stop=("END",), json_tool_calls=True, parse_tool_calls=llama)
+    assert p.feed('{"name": "f", "parameters": {}} E') == ("", "")
+    # the held "E" is part of the answer: with it, the text is not a call and comes back whole
+    assert p.finish() == ('{"name": "f", "parameters": {}} E', "")
+    assert p.tool_calls == []
+
+    p = OutputParser(stop=("END",), json_tool_calls=True, parse_tool_calls=llama)
+    assert p.feed('{"name": "f", "parameters": {"a": 1}}') == ("", "")
+    assert p.finish() == ("", "")
+    assert [(c.name, c.arguments) for c in p.tool_calls] == [("f", {"a": 1})]
+
+
+def test_text_a_parser_returns_beside_json_calls_is_content():
+    def parse(text: str) -> tuple[str, list[ToolCall]]:
+        body, _, note = text.partition("\n")
+        call = json.loads(body)
+        return note, [ToolCall(call["name"], call["parameters"], "call_0")]
+
+    p = OutputParser(json_tool_calls=True, parse_tool_calls=parse)
+    assert p.feed('{"name": "g", "parameters": {}}\nthen done') == ("", "")
+    assert p.finish() == ("then done", "")
+    assert [c.name for c in p.tool_calls] == ["g"]
