@@ -12,8 +12,10 @@ import pytest
 
 from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core.chat_template import parse_tool_calls
+from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.messages import ToolCall
 from ryzenai_core.streaming import IncrementalDecoder, OutputParser
+from ryzenai_core.structured import bound_schema, output_bound, tool_call_guidance
 from ryzenai_core.token_bytes import PROBE_TEXT, TokenBytes
 
 # --- token_bytes: the per-token byte table --------------------------------------------------
@@ -270,3 +272,82 @@ def test_text_a_parser_returns_beside_json_calls_is_content():
     assert p.feed('{"name": "g", "parameters": {}}\nthen done') == ("", "")
     assert p.finish() == ("then done", "")
     assert [c.name for c in p.tool_calls] == ["g"]
+
+
+# --- structured: the worst-case bytes of a schema's values -------------------------------------
+
+FREE = 2 + 6 * 32  # a value the bounds cannot reach counts as 32 escaped characters of string
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        # a literal counts its longer spelling: "ü" may be written as the 6-byte escape \u00fc
+        ({"const": "h\u00e9llo"}, len('"h\\u00e9llo"')),
+        ({"const": None}, 4),
+        ({"enum": ["a", "\u00fc", 10]}, len('"\\u00fc"')),
+        ({"enum": ["\U0001f680"]}, len('"\\ud83d\\ude80"')),
+        ({"enum": []}, FREE),  # an empty enum is no bound: a free value
+        ({"anyOf": [{"type": "boolean"}, {"type": "null"}]}, 5),
+        ({"oneOf": [{"type": "string", "maxLength": 3}], "type": "null"}, 2 + 6 * 3),
+        ({"type": "string", "maxLength": 3, "format": "date"}, FREE),
+        ({"type": "string", "maxLength": 3, "pattern": "^a+$"}, FREE),
+        ({"type": "string"}, FREE),
+        ({"type": "integer", "minimum": -999, "maximum": 5}, 4),
+        ({"type": "number", "minimum": 0, "maximum": 10}, 2 + 5),
+        ({"type": "mystery"}, FREE),
+        ({}, FREE),
+        ({"properties": {"a": {"type": "boolean"}}, "additionalProperties": False}, len('{"a":}') + 5),
+        ({"type": "array"}, 2 + 8 * FREE + 7),  # eight free items
+        ({"type": "array", "items": False, "prefixItems": [{"type": "null"}, True]}, 2 + 4 + FREE + 7),
+        ({"type": "array", "prefixItems": [{"type": "null"}], "maxItems": 1}, 2 + 4),
+        ({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}, 2 + 3 * 5 + 2),
+        ({"type": "object"}, 2 + 8 * (FREE + 1 + FREE) + 7),  # free keys, no patternProperties
+        ({"type": "object", "maxProperties": 1}, 2 + FREE + 1 + FREE),
+    ],
+)
+def test_worst_case_bytes_of_a_schema(schema, expected):
+    assert output_bound(schema) == expected
+
+
+def test_worst_case_bytes_follow_refs_and_stop_at_a_cycle():
+    defs = {"flag": {"type": "boolean"}, "loop": {"$ref": "#/$defs/loop"}}
+    assert output_bound({"$defs": defs, "$ref": "#/$defs/flag"}) == 5
+    assert output_bound({"definitions": {"flag": {"type": "null"}}, "$ref": "#/definitions/flag"}) == 4
+    assert output_bound({"$defs": defs, "$ref": "#/$defs/absent"}) == FREE
+    # a reference to itself is not followed forever: past 20 levels it counts as a free value
+    assert output_bound({"$defs": defs, "$ref": "#/$defs/loop"}) == FREE
+
+
+def test_bound_schema_refuses_what_is_not_a_schema():
+    with pytest.raises(InvalidRequestError, match=r"a JSON schema must be a dict, got list"):
+        bound_schema([{"type": "string"}], 100)  # type: ignore[arg-type]
+
+
+def test_bound_schema_counts_free_keys_and_bounds_them():
+    out = bound_schema({"type": "object"}, 200)
+    (pattern, value), = out["patternProperties"].items()
+    assert out["additionalProperties"] is False
+    assert value["type"] == ["string", "number", "boolean", "null"]  # any value of a dict field: a scalar
+    chars = int(pattern.rsplit(",", 1)[1].split("}")[0])
+    assert value["maxLength"] == chars >= 1 and out["maxProperties"] >= 1
+    # the bounded object's worst case fits the budget (one token kept for the end of the turn)
+    assert output_bound(out) <= 199
+    assert output_bound(bound_schema({"type": "object"}, 400)) > output_bound(out)
+
+
+def test_bound_schema_says_how_much_budget_a_schema_needs():
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}}}}
+    with pytest.raises(InvalidRequestError) as err:
+        bound_schema(schema, 20, overhead=3)
+    msg = str(err.value)
+    assert "max_new_tokens=20 is too small for this schema" in msg and "after 3 tokens of framing" in msg
+    need = int(msg.rsplit("at least ", 1)[1])
+    bound_schema(schema, need, overhead=3)  # the advised budget is enough
+    with pytest.raises(InvalidRequestError):
+        bound_schema(schema, need - 1, overhead=3)
+
+
+def test_a_forced_tool_call_needs_tools():
+    with pytest.raises(InvalidRequestError, match="no tools were given; bind at least one tool"):
+        tool_call_guidance("qwen3", [], 256)
