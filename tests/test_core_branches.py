@@ -9,11 +9,15 @@ from typing import Any
 
 import onnxruntime_genai as og
 import pytest
+from pydantic import ValidationError
 
 from conftest import TINY_LLAMA, TINY_QWEN3
+from ryzenai_core.budget import ContextBudget
 from ryzenai_core.chat_template import parse_tool_calls
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.messages import ToolCall
+from ryzenai_core.images import MAX_IMAGE_BYTES, image_parts, prepare_image
+from ryzenai_core.messages import RawPrompt, ToolCall
+from ryzenai_core.options import GenerationOptions, Guidance
 from ryzenai_core.streaming import IncrementalDecoder, OutputParser
 from ryzenai_core.structured import bound_schema, output_bound, tool_call_guidance
 from ryzenai_core.token_bytes import PROBE_TEXT, TokenBytes
@@ -351,3 +355,61 @@ def test_bound_schema_says_how_much_budget_a_schema_needs():
 def test_a_forced_tool_call_needs_tools():
     with pytest.raises(InvalidRequestError, match="no tools were given; bind at least one tool"):
         tool_call_guidance("qwen3", [], 256)
+
+
+# --- options, raw prompts, images, budgets -----------------------------------------------------
+
+
+def test_guidance_needs_a_schema_and_a_json_schema_must_be_an_object():
+    with pytest.raises(ValidationError, match="guidance of type 'regex' needs a non-empty schema, pattern or grammar"):
+        Guidance(type="regex", data="  ")
+    with pytest.raises(ValidationError, match="json_schema guidance must be a JSON object"):
+        Guidance(type="json_schema", data="[1, 2]")
+    assert json.loads(Guidance(type="json_schema", data={"type": "integer"}).data) == {"type": "integer"}
+
+
+def test_stop_option_takes_none_a_string_or_a_list():
+    assert GenerationOptions(stop=None).stop == ()
+    assert GenerationOptions(stop="END").stop == ("END",)
+    assert GenerationOptions(stop=["a", "b"]).stop == ("a", "b")
+
+
+def test_raw_prompt_must_not_be_empty():
+    with pytest.raises(InvalidRequestError, match="the raw prompt is empty; send at least one token"):
+        RawPrompt(text="")
+    with pytest.raises(InvalidRequestError, match="the raw prompt has no token ids; send at least one token"):
+        RawPrompt(token_ids=[])
+    assert RawPrompt(token_ids=[1]).token_ids == [1]
+
+
+def test_image_parts_of_text_content_are_none():
+    assert image_parts("just text") == []
+    assert image_parts(None) == []
+
+
+def test_an_image_part_without_a_source_says_what_to_send():
+    with pytest.raises(InvalidRequestError, match=r"image 1 has no image: give bytes, .* \(got NoneType\)"):
+        prepare_image({"type": "image"}, "image 1")
+
+
+def test_an_image_over_the_size_limit_is_refused_before_decoding(tmp_path):
+    big = tmp_path / "big.png"
+    with open(big, "wb") as f:
+        f.truncate(MAX_IMAGE_BYTES + 1)  # sparse: no 50 MB written
+    with pytest.raises(InvalidRequestError) as err:
+        prepare_image({"type": "image", "path": str(big)})
+    assert f"is {MAX_IMAGE_BYTES + 1:,} bytes, over the limit of {MAX_IMAGE_BYTES:,}; send a smaller image" in str(
+        err.value
+    )
+    with pytest.raises(InvalidRequestError, match=f"the image is {MAX_IMAGE_BYTES + 1:,} bytes, over the limit"):
+        prepare_image({"type": "image", "image": bytes(MAX_IMAGE_BYTES + 1)})
+
+
+def test_budget_num_output_and_dict():
+    b = ContextBudget(window=512, prompt_limit=256, prefill_buckets=(64, 128), default_max_new_tokens=1000)
+    assert b.num_output == 511  # the package default, but never more than the window leaves
+    assert ContextBudget(window=512, prompt_limit=256, default_max_new_tokens=100).num_output == 100
+    d = b.to_dict()
+    assert d["prefill_buckets"] == [64, 128] and d["decode_buckets"] == []
+    assert d["window"] == 512 and d["default_max_new_tokens"] == 1000
+    assert json.loads(json.dumps(d)) == d
