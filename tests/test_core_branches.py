@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core.budget import ContextBudget
 from ryzenai_core.chat_template import parse_tool_calls
+from ryzenai_core.engine import Engine
 from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.images import MAX_IMAGE_BYTES, image_parts, prepare_image
 from ryzenai_core.messages import RawPrompt, ToolCall
@@ -413,3 +415,25 @@ def test_budget_num_output_and_dict():
     assert d["prefill_buckets"] == [64, 128] and d["decode_buckets"] == []
     assert d["window"] == 512 and d["default_max_new_tokens"] == 1000
     assert json.loads(json.dumps(d)) == d
+
+
+# --- engine: the inline backend ------------------------------------------------------------------
+
+
+def test_engine_refuses_an_unknown_execution():
+    with pytest.raises(InvalidRequestError, match="execution 'thread' is not supported; use 'process' or 'inline'"):
+        Engine.get(TINY_LLAMA, execution="thread")  # type: ignore[arg-type]
+
+
+def test_inline_backend_reports_its_own_process():
+    engine = Engine.get(TINY_LLAMA, execution="inline")
+    info = engine.backend.call("info")
+    assert info["pid"] == os.getpid() and info["load_seconds"] >= 0
+
+
+def test_text_count_cache_stays_bounded_and_correct():
+    engine = Engine.get(TINY_LLAMA, execution="inline")
+    for i in range(1030):
+        engine.count_text(f"w{i}")
+    assert len(engine._counts) <= 1024
+    assert engine.count_text("w3 w4") == len(engine.encode("w3 w4"))
