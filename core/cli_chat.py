@@ -134,12 +134,13 @@ def _chat(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False)
     path = resolve_model(args.path) if args.path else default_model_path()
-    engine = Engine.get(path, provider=args.provider)
     options: dict[str, Any] = {}
     if args.temperature is not None:
         options["temperature"] = args.temperature
     if args.think is not None:
         options["enable_thinking"] = args.think
+    validated_options(max_new_tokens=args.max_new_tokens, **options)  # a bad option fails now, not at each message
+    engine = Engine.get(path, provider=args.provider)
     session = ChatSession(engine, system=args.system, max_new_tokens=args.max_new_tokens, **options)
     pkg = engine.package
     with console.status(f"loading {pkg.name} (the first load on an NPU compiles for a while)"):

@@ -118,3 +118,32 @@ def test_console_script_runs():
     command = [str(exe)] if exe.exists() else [shutil.which("ryzenai-llm") or "ryzenai-llm"]
     out = subprocess.run([*command, "info", "--json"], capture_output=True, text=True, check=True).stdout
     assert json.loads(out)["mode"] == "plain"
+
+
+def info_rows(out):
+    """The ``info`` text as {label: value} (labels are padded to one column)."""
+    return {line[:16].strip(): line[16:].strip() for line in out.splitlines() if line and not line.startswith(" ")}
+
+
+def test_info_text_plan_for_a_plain_package(capsys):
+    code, out, _ = run(capsys, "info", "tiny-random-llama", "--prompt-tokens", "100", "--max-new-tokens", "50")
+    assert code == 0
+    assert info_rows(out)["prefill buckets"] == "none (plain shapes)"
+    plan = out[out.index("a prompt of 100 tokens:") :].splitlines()
+    assert plan == ["a prompt of 100 tokens:", "  prefill         no buckets, no padding",
+                    "  output          up to 50 new tokens"]  # and no decode buckets line
+
+
+def test_info_text_vision_package_without_npu_state_files(capsys):
+    from conftest import MODELS
+
+    _, out, _ = run(capsys, "info", str(MODELS / "tiny-gemma3-vision"))
+    assert info_rows(out)["vision"] == ("yes: vision gemma-3-vision.onnx, embedding gemma-3-embedding.onnx, "
+                                        "processor processor_config.json; 256 prompt tokens per image")
+
+
+def test_info_text_says_how_to_fetch_lfs_pointers(capsys):
+    folder = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers"
+    code, out, _ = run(capsys, "info", str(folder))
+    assert code == 0
+    assert info_rows(out)["LFS pointers"] == f"4 file(s): run `git lfs pull` in {folder}"

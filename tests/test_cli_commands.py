@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 
 from conftest import REPLICAS, TINY_QWEN3
 from ryzenai_core import Engine
@@ -97,3 +98,43 @@ def test_chat_image_command_attaches_an_image_to_the_next_message(tmp_path):
 def test_chat_image_command_on_a_text_package_says_why_not(tmp_path):
     s = ChatSession(Engine.get(TINY_QWEN3), max_new_tokens=2)
     assert s.command(f"/image {tmp_path / 'x.png'}") == "[tiny-qwen3 has no vision model: images cannot be sent to it]"
+
+
+def table_rows(out: str) -> list[list[str]]:
+    """The body rows of a rich table: the cells of each line drawn with │."""
+    return [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines()
+            if line.startswith("│") and line.strip("│ ").split("│")[0].strip().isdigit()]
+
+
+def test_bench_table_for_a_plain_package_with_its_chart(capsys, tmp_path):
+    png = tmp_path / "plain.png"
+    code = main(["bench", str(TINY_QWEN3), "--repeats", "1", "--new-tokens", "1", "--png", str(png)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "tiny-qwen3: plain, 1 new tokens" in out
+    rows = table_rows(out)
+    # No buckets: powers of two up to what fits the window, no padding, one token so no decode speed.
+    assert [r[0] for r in rows] == ["32", "64", "128", "256", "512", "1024", "2048"]
+    assert all(r[1:3] == ["-", "0"] and float(r[3]) > 0 and r[4] == "-" for r in rows)
+    assert f"chart: {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_table_for_a_bucketed_package(capsys):
+    code = main(["bench", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--provider", "cpu", "--max-prompt", "129",
+                 "--repeats", "2", "--new-tokens", "3"])
+    out = capsys.readouterr().out
+    assert code == 0 and "chart:" not in out
+    rows = table_rows(out)
+    assert [r[:3] for r in rows] == [["128", "128", "0"], ["129", "256", "127"]]
+    assert all(float(r[3]) > 0 and float(r[4]) > 0 for r in rows)
+
+
+def test_bench_chart_without_matplotlib_says_what_to_install(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the bench extra was not installed
+    code = main(["bench", str(TINY_QWEN3), "--repeats", "1", "--new-tokens", "1", "--max-prompt", "32",
+                 "--png", str(tmp_path / "x.png")])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "drawing the chart needs matplotlib: pip install 'ryzenai-llm[bench]'" in captured.err
+    assert not (tmp_path / "x.png").exists()

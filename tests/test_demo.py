@@ -41,3 +41,46 @@ def test_budget_line_for_a_bucketed_plan():
 def test_bundled_documents_exist():
     texts, _ = load_documents(DEMO_DOCS)
     assert DEMO_DOCS.is_dir() and len(texts) >= 3
+
+
+def test_demo_checks_the_bundled_question_against_its_answer(capsys):
+    code = main(["demo"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "tiny-qa-llama: a 1M-parameter model trained to answer by copying a span" in " ".join(out.split())
+    assert "question: Who is the director of the Vantor Lab?" in out
+    assert "LangChain: right (expected 'Ilsa Brandecott')" in out
+    assert "LlamaIndex: right (expected 'Ilsa Brandecott')" in out
+
+
+def test_demo_on_another_model_says_when_an_answer_is_not_the_expected_one(capsys, tmp_path):
+    import json
+
+    for i in range(3):
+        (tmp_path / f"d{i}.txt").write_text(f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}.")
+    question = "Who built the Vexlar probe number 1?"
+    (tmp_path / "questions.json").write_text(json.dumps({"questions": [{"question": question, "answer": "Oda Quen1"}]}))
+    code = main(["demo", "--model", "tiny-random-llama", "--docs", str(tmp_path), "--max-new-tokens", "4"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "tiny-random-llama" in out and "1M-parameter" not in out  # the model card note is for the default only
+    assert f"question: {question}  (3 documents, BM25, top 2)" in out
+    assert "LangChain: not the expected answer (expected 'Oda Quen1')" in out
+    assert "LlamaIndex: not the expected answer (expected 'Oda Quen1')" in out
+
+
+def test_demo_without_documents_is_an_error(capsys, tmp_path):
+    code = main(["demo", "--docs", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == f"error: no documents (*.txt) in {tmp_path}; pass --docs FOLDER\n"
+
+
+def test_demo_without_a_framework_says_what_to_install(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "llamaindex_ryzenai.demo", None)  # as if LlamaIndex was not installed
+    code = main(["demo"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: the demo runs both frameworks and needs them installed: pip install 'ryzenai-llm[all]'")

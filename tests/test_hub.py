@@ -57,3 +57,53 @@ def test_neither_folder_nor_repo_id(tmp_path):
         resolve_model(str(tmp_path / "missing" / "model"))
     with pytest.raises(ModelNotFoundError, match="neither a folder nor a Hugging Face repository id"):
         resolve_model("no-such-model")
+
+
+@pytest.fixture
+def empty_hub(monkeypatch):
+    """A Hugging Face endpoint on this machine that knows no repository (every request: 404)."""
+    import http.server
+    import threading
+
+    import huggingface_hub.constants
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Error-Code", "RepoNotFound")
+            self.end_headers()
+            self.wfile.write(b'{"error": "Repository not found"}')
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def test_failed_download_is_a_clear_error(hf_cache, empty_hub, monkeypatch, capsys):
+    with pytest.raises(ModelNotFoundError) as info:
+        resolve_model("amd/No-Such-Model", cache_dir=hf_cache)
+    message = str(info.value)
+    assert message.startswith("could not download amd/No-Such-Model from the Hugging Face Hub: ")
+    assert "RepositoryNotFoundError" in message and "huggingface-cli login" in message
+    assert not list(hf_cache.glob("models--amd--No-Such-Model/snapshots/*"))  # nothing half-written was kept
+    # The command line shows the same message, without a traceback.
+    import huggingface_hub.constants
+
+    from ryzenai_core.cli import main
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf_cache))
+    assert main(["info", "amd/No-Such-Model"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: could not download amd/No-Such-Model") and "Traceback" not in err
