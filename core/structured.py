@@ -186,19 +186,14 @@ def bound_schema(schema: Mapping[str, Any], max_new_tokens: int, *, overhead: in
         raise InvalidRequestError(f"a JSON schema must be a dict, got {type(schema).__name__}")
     room = max_new_tokens - overhead - 1
 
-    def bounded(chars: int, items: int) -> dict[str, Any]:
-        out = copy.deepcopy(dict(schema))
-        _bound(out, chars, items)
-        return out
-
     def widest(items: int) -> int:
         """The largest string bound with which the longest value fits (0: none fits)."""
-        if output_bound(bounded(1, items)) > room:
+        if output_bound(_bounded(schema, 1, items)) > room:
             return 0
         lo, hi = 1, max(1, room // 6)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if output_bound(bounded(mid, items)) <= room:
+            if output_bound(_bounded(schema, mid, items)) <= room:
                 lo = mid
             else:
                 hi = mid - 1
@@ -208,14 +203,14 @@ def bound_schema(schema: Mapping[str, Any], max_new_tokens: int, *, overhead: in
     fits = [(items, widest(items)) for items in (_MAX_ITEMS, 4, 2, 1)]
     chosen = next(((i, c) for i, c in fits if c >= 8), None) or next(((i, c) for i, c in fits if c >= 1), None)
     if chosen is None:
-        need = output_bound(bounded(1, 1))
+        need = output_bound(_bounded(schema, 1, 1))
         raise InvalidRequestError(
             f"max_new_tokens={max_new_tokens} is too small for this schema: its longest value takes up to "
             f"{need} tokens with one character per free-form string and one item per array"
             f"{f' after {overhead} tokens of framing' if overhead else ''}, and one token ends the turn; raise "
             f"the output budget (max_tokens) to at least {need + overhead + 1}"
         )
-    out = bounded(chosen[1], chosen[0])
+    out = _bounded(schema, chosen[1], chosen[0])
     out["x-guidance"] = {**_NO_WHITESPACE, **(out.get("x-guidance") or {})}
     return out
 
@@ -260,9 +255,10 @@ def json_object_guidance(max_new_tokens: int) -> Guidance:
     return Guidance(type="lark_grammar", data=grammar)
 
 
-def _bounded_min(schema: Mapping[str, Any]) -> dict[str, Any]:
+def _bounded(schema: Mapping[str, Any], chars: int, items: int) -> dict[str, Any]:
+    """A copy of ``schema`` with strings of at most ``chars`` characters and arrays of ``items``."""
     out = copy.deepcopy(dict(schema))
-    _bound(out, 1, 1)
+    _bound(out, chars, items)
     return out
 
 
@@ -324,7 +320,7 @@ def tool_call_guidance(
                 fn["parameters"] or {"type": "object", "properties": {}}, max_new_tokens, overhead=framing
             )
         except InvalidRequestError:
-            need = framing + output_bound(_bounded_min(fn["parameters"] or {})) + 1
+            need = framing + output_bound(_bounded(fn["parameters"] or {}, 1, 1)) + 1
             raise InvalidRequestError(
                 f"max_new_tokens={max_new_tokens} is too small for a forced call to {fn['name']!r}: the call takes up "
                 f"to {need} tokens ({framing} of framing, the longest arguments with one character per free-form "
