@@ -509,8 +509,13 @@ class Session:
             self._mm_processor = self._model.create_multimodal_processor()
         return self._mm_processor
 
-    def _multimodal(self, prompt: str, messages: Sequence[ChatMessage]) -> tuple[list[int], Any, str, int]:
-        """Expanded prompt ids, the processor's inputs, the images' key and the last image token."""
+    def _prompt_ids(self, prompt: str, messages: Sequence[ChatMessage]) -> tuple[list[int], Any, str, int]:
+        """Ids of a rendered prompt, with, for images, the processor's inputs, their key and last token.
+
+        Without images: ``(ids, None, "", -1)``; with images, the ids the processor expanded.
+        """
+        if not any(m.has_images for m in messages):
+            return self.encode(prompt), None, "", -1
         og = import_oga()
         images = prepare_images([(i, m.content) for i, m in enumerate(messages) if m.has_images])
         inputs = self._processor()(prompt, images=og.Images.open_bytes(*[img.png for img in images]))
@@ -531,10 +536,7 @@ class Session:
 
     def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> int:
         """Prompt tokens ``messages`` render to (images expanded to their tokens)."""
-        prompt = self.render(messages, options)
-        if any(m.has_images for m in messages):
-            return len(self._multimodal(prompt, messages)[0])
-        return len(self.encode(prompt))
+        return len(self._prompt_ids(self.render(messages, options), messages)[0])
 
     def prepare(
         self,
@@ -564,21 +566,16 @@ class Session:
             return Prepared(text, ids, plan, 0, False, tools)
         check = check or (lambda: None)
 
-        def attempt(msgs: list[ChatMessage]) -> tuple[str, list[int], tuple[Any, str, int], BudgetPlan]:
+        def attempt(msgs: list[ChatMessage]) -> tuple[str, tuple[list[int], Any, str, int], BudgetPlan]:
             check()
             prompt = self.render(msgs, options)
-            mm: tuple[Any, str, int] = (None, "", -1)
-            if any(m.has_images for m in msgs):
-                ids, *rest = self._multimodal(prompt, msgs)
-                mm = (rest[0], rest[1], rest[2])
-            else:
-                ids = self.encode(prompt)
-            return prompt, ids, mm, budget.plan(len(ids), options.max_new_tokens)
+            tokens = self._prompt_ids(prompt, msgs)
+            return prompt, tokens, budget.plan(len(tokens[0]), options.max_new_tokens)
 
         msgs = list(messages)
         dropped = 0
         try:
-            prompt, ids, mm, plan = attempt(msgs)
+            prompt, tokens, plan = attempt(msgs)
         except ContextWindowExceededError as exc:
             if options.overflow != "drop_oldest":
                 raise
@@ -586,26 +583,27 @@ class Session:
             steps = _drop_steps(msgs)
             if not steps:
                 raise self._nothing_to_drop(exc) from None
+            fitting = {}  # drops -> the prepared prompt, for each count that fits
             try:
-                attempt(_after_drops(msgs, len(steps)))
+                fitting[len(steps)] = attempt(_after_drops(msgs, len(steps)))
             except ContextWindowExceededError as last:
                 raise self._nothing_to_drop(last) from None
             lo, hi = 1, len(steps)  # hi always fits
             while lo < hi:
                 mid = (lo + hi) // 2
                 try:
-                    attempt(_after_drops(msgs, mid))
+                    fitting[mid] = attempt(_after_drops(msgs, mid))
                     hi = mid
                 except ContextWindowExceededError:
                     lo = mid + 1
-            msgs = _after_drops(msgs, hi)
             dropped = sum(steps[:hi])
-            prompt, ids, mm, plan = attempt(msgs)
+            prompt, tokens, plan = fitting[hi]
         tpl = self.template_for(options)
         markers = tpl.reasoning_markers
         start_in_reasoning = bool(markers) and prompt.rstrip("\n").endswith(markers[0]) if markers else False
         tools = normalize_tools(list(options.tools)) if options.tools else []
-        return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools, mm[1], mm[0], mm[2])
+        ids, inputs, images, last_image = tokens
+        return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools, images, inputs, last_image)
 
     @staticmethod
     def _nothing_to_drop(exc: ContextWindowExceededError) -> ContextWindowExceededError:
