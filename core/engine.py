@@ -192,20 +192,29 @@ async def _drain(
             cancel()
 
 
+def _caller_deadline(control: CallControl) -> float | None:
+    """When the caller stops waiting for a call.
+
+    The deadline, plus a margin once the model works on the call (it reports its own timeout
+    between tokens); a queued call cannot report, so it gets no margin.
+    """
+    if control.deadline is None:
+        return None
+    return control.deadline + (0.0 if control.phase == "queued" else REPORT_MARGIN)
+
+
 def _wait_slice(control: CallControl) -> float | None:
     """How long a waiting caller blocks before it looks again (deadline, unread streams)."""
-    if control.deadline is None:
-        return _POLL if control.phase == "queued" else None
-    margin = 0.0 if control.phase == "queued" else REPORT_MARGIN
-    remaining = max(0.0, control.deadline + margin - time.monotonic())
-    return min(remaining, _POLL) if control.phase == "queued" else remaining
+    deadline = _caller_deadline(control)
+    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+    if control.phase != "queued":
+        return remaining
+    return _POLL if remaining is None else min(remaining, _POLL)
 
 
 def _caller_deadline_passed(control: CallControl) -> bool:
-    if control.deadline is None:
-        return False
-    margin = 0.0 if control.phase == "queued" else REPORT_MARGIN
-    return time.monotonic() >= control.deadline + margin
+    deadline = _caller_deadline(control)
+    return deadline is not None and time.monotonic() >= deadline
 
 
 class _WorkerBackend:
