@@ -143,24 +143,18 @@ def invalid_utf8_ids(tokenizer_json: Path) -> list[int]:
     """Ids of tokens whose bytes are not valid UTF-8 on their own."""
     from tokenizers import pre_tokenizers  # noqa: F401  (only to assert the extra is present)
 
-    # GPT-2 byte <-> unicode table, as used by ByteLevel.
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    u2b = {chr(c): b for b, c in zip(bs, cs, strict=True)}
-    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+    from ryzenai_core.token_bytes import TokenBytes  # the engine's own reading of a tokenizer's bytes
+
+    table = TokenBytes.from_tokenizer_json(tokenizer_json)
+    if table is None:
+        raise ValueError(f"{tokenizer_json} is not a byte-level or byte-fallback vocabulary")
     bad = []
-    for token, idx in data["model"]["vocab"].items():
+    for idx, piece in enumerate(table.table):
         try:
-            bytes(u2b[ch] for ch in token).decode("utf-8")
-        except (UnicodeDecodeError, KeyError):
+            piece.decode("utf-8")
+        except UnicodeDecodeError:
             bad.append(idx)
-    return sorted(bad)
+    return bad
 
 
 def add_logit_bias(model_dir: Path, ids: list[int], vocab: int) -> None:
