@@ -42,7 +42,7 @@ from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
 from .runtime import import_oga, parse_release, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
-from .token_bytes import TokenBytes
+from .token_bytes import TokenBytes, byte_zero_token
 
 __all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "check_runtime_settings", "timeout_error"]
 
@@ -419,7 +419,7 @@ class Session:
 
     @functools.cached_property
     def _nul_token(self) -> tuple[int | None]:
-        return (nul_token_id(self.package.tokenizer_files),)
+        return (byte_zero_token(self.package.tokenizer_files),)
 
     def _nul_token_id(self) -> int | None:
         return self._nul_token[0]
@@ -991,28 +991,3 @@ def _generation_error(exc: Exception, guidance: Any) -> Exception:
             window=-1,
         )
     return GenerationError(f"onnxruntime-genai failed during generation: {text}")
-
-
-def nul_token_id(tokenizer_files: Sequence[Any]) -> int | None:
-    """The vocabulary's token for byte 0 (byte-level BPE ``Ā``, byte fallback ``<0x00>``), if any."""
-    for path in tokenizer_files:
-        if getattr(path, "name", "") != "tokenizer.json":
-            continue
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError):
-            return None
-        model = data.get("model") or {}
-        vocab = model.get("vocab")
-        if not isinstance(vocab, dict):
-            return None
-        names = []
-        if model.get("byte_fallback"):
-            names.append("<0x00>")
-        if "ByteLevel" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
-            names.append("\u0100")  # byte 0 in GPT-2's byte-to-unicode map
-        for name in names:
-            if isinstance(vocab.get(name), int):
-                return int(vocab[name])
-    return None

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROBE_TEXT", "TokenBytes"]
+__all__ = ["PROBE_TEXT", "TokenBytes", "byte_zero_token"]
 
 #: Text whose runtime decode a mapping must reproduce before it is used.
 PROBE_TEXT = "Hello, world! 42 < 7\n\tdéjà vu — 混合推理 🚀 한국어 {\"k\": [1]}"
@@ -41,6 +41,9 @@ def _gpt2_unicode_to_byte() -> dict[str, int]:
             codes.append(256 + shifted)
             shifted += 1
     return {chr(c): b for b, c in zip(keep, codes, strict=True)}
+
+
+_GPT2_BYTE_ZERO = next(c for c, b in _gpt2_unicode_to_byte().items() if b == 0)  # "Ā"
 
 
 def _steps(decoder: Any) -> list[dict[str, Any]]:
@@ -147,3 +150,32 @@ class TokenBytes:
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids``: their bytes as UTF-8, each invalid byte sequence as U+FFFD."""
         return self.bytes_of(ids).decode("utf-8", errors="replace")
+
+
+def byte_zero_token(tokenizer_files: Sequence[Any]) -> int | None:
+    """The vocabulary's token for byte 0 (byte-level BPE ``Ā``, byte fallback ``<0x00>``), if any.
+
+    Found for any byte-level or byte-fallback vocabulary, also one whose decoder
+    :class:`TokenBytes` does not map (the prompt's NULs are encoded as this token).
+    """
+    for path in tokenizer_files:
+        if getattr(path, "name", "") != "tokenizer.json":
+            continue
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        model = data.get("model") or {}
+        vocab = model.get("vocab")
+        if not isinstance(vocab, dict):
+            return None
+        names = []
+        if model.get("byte_fallback"):
+            names.append("<0x00>")
+        if "ByteLevel" in json.dumps([data.get("pre_tokenizer"), data.get("decoder")]):
+            names.append(_GPT2_BYTE_ZERO)
+        for name in names:
+            if isinstance(vocab.get(name), int):
+                return int(vocab[name])
+    return None
