@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import InvalidRequestError
+from .images import IMAGE_TYPES, image_parts
 
 __all__ = ["ROLES", "ChatMessage", "RawPrompt", "ToolCall", "check_text", "normalize_tools"]
 
@@ -69,7 +70,7 @@ class ChatMessage:
             )
         if isinstance(self.content, list):
             for part in self.content:
-                if not isinstance(part, dict) or part.get("type") not in ("text", "image", "image_url"):
+                if not isinstance(part, dict) or part.get("type") not in ("text", *IMAGE_TYPES):
                     raise InvalidRequestError(
                         f"content part {part!r} is not supported; use {{'type': 'text', 'text': ...}} or an image part"
                     )
@@ -84,7 +85,7 @@ class ChatMessage:
     @property
     def has_images(self) -> bool:
         """Whether any content part is an image."""
-        return isinstance(self.content, list) and any(p.get("type") in ("image", "image_url") for p in self.content)
+        return bool(image_parts(self.content))
 
     def to_hf(self) -> dict[str, Any]:
         """The dict a Hugging Face chat template expects."""

@@ -36,7 +36,7 @@ from .errors import (
     RuntimeNotAvailableError,
     StreamAbandonedError,
 )
-from .images import prepare_images
+from .images import IMAGE_TYPES, prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
@@ -876,7 +876,7 @@ def _template_view(message: ChatMessage) -> ChatMessage:
     """The message as the chat template sees it: each image part is ``{"type": "image"}``."""
     if not message.has_images or not isinstance(message.content, list):
         return message
-    parts = [{"type": "image"} if p.get("type") in ("image", "image_url") else p for p in message.content]
+    parts = [{"type": "image"} if p.get("type") in IMAGE_TYPES else p for p in message.content]
     return dataclasses.replace(message, content=parts)
 
 
