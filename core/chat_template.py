@@ -282,10 +282,10 @@ def _check_time() -> None:
 
 
 class _Range:
-    """The sandbox's ``range`` (at most 100,000 items), checking the render time while iterated."""
+    """A range that checks the render time while iterated."""
 
-    def __init__(self, *args: int) -> None:
-        self._range = jinja2.sandbox.safe_range(*args)
+    def __init__(self, values: range) -> None:
+        self._range = values
 
     def __len__(self) -> int:
         return len(self._range)
@@ -300,13 +300,12 @@ class _Range:
             yield value
 
     def __reversed__(self) -> Iterator[int]:
-        return iter(_Range._of(self._range[::-1]))
+        return iter(_Range(self._range[::-1]))
 
-    @classmethod
-    def _of(cls, values: range) -> _Range:
-        out = cls.__new__(cls)
-        out._range = values
-        return out
+
+def _template_range(*args: int) -> _Range:
+    """The sandbox's ``range`` (at most 100,000 items), checking the render time while iterated."""
+    return _Range(jinja2.sandbox.safe_range(*args))
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
@@ -400,7 +399,7 @@ def _make_environment() -> _Sandbox:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = _TemplateNamespace
-    env.globals["range"] = _Range
+    env.globals["range"] = _template_range
     return env
 
 
