@@ -126,8 +126,12 @@ class ContextBudget:
                 raise InvalidRequestError(f"{name} must be positive and strictly ascending, got {list(values)}")
 
     @property
-    def num_output(self) -> int:
-        """Output tokens a call gets by default (for framework metadata)."""
+    def bounded_output_tokens(self) -> int:
+        """The output budget of a call that needs a finite one (constrained output, framework metadata).
+
+        The package's ``default_max_new_tokens``, else what the window leaves after the prompt
+        limit (at least 256); never more than the window minus one prompt token.
+        """
         if self.default_max_new_tokens is not None:
             return min(self.default_max_new_tokens, self.window - 1)
         return min(max(self.window - self.prompt_limit, 256), self.window - 1)

@@ -44,6 +44,7 @@ from .hub import resolve_model
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions
 from .package import ModelPackage
+from .request import Request
 from .session import CallControl, Session, SessionKey, abandoned_error, check_runtime_settings
 from .streaming import Chunk
 
@@ -86,7 +87,180 @@ STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 _POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
 
 
-class _InlineBackend:
+class _Retry(Exception):
+    """The worker died before the call produced output: send it again."""
+
+
+class _Pending:
+    """One call in flight, seen from its caller: what the sync and the async wait decide.
+
+    The backend puts items ``(kind, value)``: ``("chunk", Chunk)``, ``("end", None)``,
+    ``("error", exception)`` or ``("retry", None)`` (the worker died before any output and
+    the call may be sent again). :meth:`take` turns an item into a chunk, the end (None) or
+    an exception; :meth:`waited` runs when nothing arrived within :meth:`wait_slice`.
+    """
+
+    __slots__ = ("attempts", "backend", "control", "done", "put", "request", "requeued", "rid", "started_output")
+
+    def __init__(self, backend: _Backend, request: Request) -> None:
+        self.backend = backend
+        self.request = request
+        self.control = CallControl(timeout=request.timeout)
+        self.control.deadline = None  # the clock starts once the model is loaded
+        self.put: Callable[[tuple[str, Any]], None] = lambda item: None
+        self.rid = 0
+        self.done = False
+        self.started_output = False  # a chunk was produced (the producer's side)
+        self.attempts = 0  # new attempts after the worker died before output
+        self.requeued = False  # sent again after the worker died while the call waited for it
+
+    def wait_slice(self) -> float | None:
+        """How long the caller blocks before it looks again (deadline, unread streams)."""
+        return _wait_slice(self.control)
+
+    def waited(self) -> None:
+        """Nothing arrived within a slice: time out past the deadline, else look at unread streams.
+
+        Raises:
+            GenerationTimeoutError: the caller's deadline passed.
+        """
+        if _caller_deadline_passed(self.control):
+            self.done = True
+            raise self.backend.timed_out(self)
+        self.backend.on_wait(self)
+
+    def take(self, item: tuple[str, Any]) -> Chunk | None:
+        """The chunk an item carries, or None at the end.
+
+        Raises:
+            _Retry: the call goes to a new worker; the call's own error otherwise.
+        """
+        kind, value = item
+        if kind == "chunk":
+            self.control.tokens += len(value.token_ids)
+            self.control.idle_since = time.monotonic()
+            return value  # type: ignore[no-any-return]
+        if kind == "retry":
+            raise _Retry
+        self.done = True
+        if kind == "end":
+            if self.control.preempted:
+                raise abandoned_error(self.control.tokens)
+            return None
+        raise value
+
+    def may_retry(self, exc: BaseException) -> bool:
+        """Whether a call whose worker died (``exc``) goes to a new worker (producer's side)."""
+        if not isinstance(exc, WorkerDiedError) or self.started_output:
+            return False
+        if self.control.phase == "queued" and not self.requeued:
+            self.requeued = True  # it never started: not its own failure
+            return True
+        if self.attempts < self.request.max_retries:
+            self.attempts += 1
+            logger.warning("%s; sending the call again (%d of %d)", exc, self.attempts, self.request.max_retries)
+            return True
+        return False
+
+
+def _get(q: queue.SimpleQueue[tuple[str, Any]], call: _Pending) -> tuple[str, Any]:
+    call.control.idle_since = None
+    while True:
+        try:
+            return q.get(timeout=call.wait_slice())
+        except queue.Empty:
+            call.waited()
+
+
+async def _aget(aq: asyncio.Queue[tuple[str, Any]], call: _Pending) -> tuple[str, Any]:
+    call.control.idle_since = None
+    while True:
+        try:
+            return await asyncio.wait_for(aq.get(), call.wait_slice())
+        except asyncio.TimeoutError:
+            call.waited()
+
+
+class _Backend:
+    """How a call is run and waited for; only the waits of :meth:`stream` and :meth:`astream` differ.
+
+    A backend implements ``ensure_loaded`` (the one-time load, outside every timeout),
+    ``launch`` (start the call; its items go to ``call.put``), ``on_wait``, ``timed_out``,
+    ``orphan`` (nobody reads the call any more) and ``finish`` (the caller is done with it).
+    """
+
+    def ensure_loaded(self) -> None:
+        raise NotImplementedError
+
+    def launch(self, call: _Pending) -> None:
+        raise NotImplementedError
+
+    def on_wait(self, call: _Pending) -> None:
+        """Nothing arrived within a slice (and the deadline has not passed)."""
+
+    def timed_out(self, call: _Pending) -> GenerationTimeoutError:
+        raise NotImplementedError
+
+    def orphan(self, call: _Pending) -> None:
+        raise NotImplementedError
+
+    def finish(self, call: _Pending) -> None:
+        raise NotImplementedError
+
+    def stream(self, request: Request) -> Iterator[Chunk]:
+        q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        call = _Pending(self, request)
+        call.put = q.put
+        try:
+            self.ensure_loaded()
+            call.control.start_clock()
+            self.launch(call)
+            while True:
+                try:
+                    chunk = call.take(_get(q, call))
+                except _Retry:
+                    self.ensure_loaded()
+                    self.launch(call)
+                    continue
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            self.finish(call)
+
+    async def astream(self, request: Request) -> AsyncIterator[Chunk]:
+        loop = asyncio.get_running_loop()
+        aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        call = _Pending(self, request)
+
+        def put(item: tuple[str, Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(aq.put_nowait, item)
+            except RuntimeError:  # the caller's event loop is closed: nobody reads this call
+                self.orphan(call)
+
+        call.put = put
+        try:
+            await loop.run_in_executor(None, self.ensure_loaded)
+            call.control.start_clock()
+            self.launch(call)
+            while True:
+                try:
+                    chunk = call.take(await _aget(aq, call))
+                except _Retry:
+                    await loop.run_in_executor(None, self.ensure_loaded)
+                    self.launch(call)
+                    continue
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            self.finish(call)
+
+
+class _InlineBackend(_Backend):
+    """The model in this process; each generation runs on its own thread, so every wait has a deadline."""
+
     def __init__(self, key: SessionKey) -> None:
         self.session = Session(key)
 
@@ -94,102 +268,37 @@ class _InlineBackend:
         if method == "load":
             self.session.load()
             return self.session.load_seconds
-        if method == "prepare":
-            self.session.load()
-        if method == "info":
-            self.session.load()
-            return {"pid": os.getpid(), "load_seconds": self.session.load_seconds}
         return getattr(self.session, method)(*args)
 
-    def stream(
-        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
-    ) -> Iterator[Chunk]:
-        # The session checks the deadline between tokens and while waiting for the model;
-        # the clock starts once the model is loaded.
+    def ensure_loaded(self) -> None:
         self.session.load()
-        yield from self.session.stream(messages, options, CallControl(timeout=timeout))
 
-    async def astream(
-        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
-    ) -> AsyncIterator[Chunk]:
-        loop = asyncio.get_running_loop()
-        aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        control = CallControl(timeout=timeout)
-        control.deadline = None  # started once the model is loaded
-
-        def put(item: tuple[str, Any]) -> None:
-            try:
-                loop.call_soon_threadsafe(aq.put_nowait, item)
-            except RuntimeError:  # the caller's event loop is closed: nobody reads, stop generating
-                control.cancel.set()
+    def launch(self, call: _Pending) -> None:
+        request, put = call.request, call.put
 
         def produce() -> None:
             try:
-                self.session.load()
-                control.start_clock()
-                for chunk in self.session.stream(messages, options, control):
+                for chunk in self.session.stream(request.messages, request.options, call.control):
                     put(("chunk", chunk))
                 put(("end", None))
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:  # noqa: BLE001 - every failure goes to the caller
                 put(("error", exc))
 
-        thread = threading.Thread(target=produce, daemon=True)
-        thread.start()
-        async for chunk in _drain(aq, control, control.cancel.set, lambda: None, control.timeout_error):
-            yield chunk
+        threading.Thread(target=produce, daemon=True, name="ryzenai-inline-generation").start()
+
+    def timed_out(self, call: _Pending) -> GenerationTimeoutError:
+        call.control.cancel.set()
+        return call.control.timeout_error()
+
+    def orphan(self, call: _Pending) -> None:
+        call.control.cancel.set()
+
+    def finish(self, call: _Pending) -> None:
+        if not call.done:
+            call.control.cancel.set()
 
     def close(self) -> None:
         self.session.reset_cache()
-
-
-class _Retry(Exception):
-    """The worker died before the call started: send it again."""
-
-
-async def _drain(
-    aq: asyncio.Queue[tuple[str, Any]],
-    control: CallControl,
-    cancel: Callable[[], None],
-    on_wait: Callable[[], None],
-    on_timeout: Callable[[], BaseException],
-) -> AsyncIterator[Chunk]:
-    """Yield chunks from ``aq`` until end or error; cancel the generation if we stop early.
-
-    ``on_wait`` runs every few hundred ms while nothing arrives (the worker backend looks for
-    unread streams there); the caller's own deadline is a margin past the model's, which
-    reports its timeout itself when it can.
-    """
-    done = False
-    try:
-        while True:
-            control.idle_since = None
-            while True:
-                try:
-                    kind, value = await asyncio.wait_for(aq.get(), _wait_slice(control))
-                    break
-                except asyncio.TimeoutError:
-                    if _caller_deadline_passed(control):
-                        done = True
-                        raise on_timeout() from None
-                    on_wait()
-            if kind == "chunk":
-                control.tokens += len(value.token_ids)
-                control.idle_since = time.monotonic()
-                yield value
-            elif kind == "end":
-                done = True
-                if control.preempted:
-                    raise abandoned_error(control.tokens)
-                return
-            elif kind == "retry":
-                done = True
-                raise _Retry
-            else:
-                done = True
-                raise value
-    finally:
-        if not done:
-            cancel()
 
 
 def _caller_deadline(control: CallControl) -> float | None:
@@ -217,7 +326,7 @@ def _caller_deadline_passed(control: CallControl) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-class _WorkerBackend:
+class _WorkerBackend(_Backend):
     """Talks to a worker process; restarts it on the next call after it died.
 
     A call that runs out of its timeout is cancelled; if the worker does not finish it
@@ -269,7 +378,7 @@ class _WorkerBackend:
             threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
             return proc
 
-    def _ensure_loaded(self) -> None:
+    def ensure_loaded(self) -> None:
         """Load the model in the worker before a timed call (the load is not part of any timeout)."""
         proc = self._ensure()
         if self._loaded_pid != proc.pid:
@@ -350,20 +459,33 @@ class _WorkerBackend:
             raise msg[2]
         return msg[2]
 
-    def _start(self, rid: int, control: CallControl, messages: Sequence[ChatMessage] | RawPrompt, options: Any) -> None:
-        control.phase = "queued"
-        self._streams[rid] = control
-        self._send(
-            ("stream", rid, messages if isinstance(messages, RawPrompt) else list(messages), options, control.timeout)
-        )
+    def launch(self, call: _Pending) -> None:
+        if not call.rid:
 
-    def _on_wait(self, rid: int, control: CallControl) -> None:
+            def handler(msg: tuple[Any, ...]) -> None:
+                kind = msg[0]
+                if kind == "chunk":
+                    call.started_output = True
+                    call.put(("chunk", msg[2]))
+                elif kind == "end":
+                    call.put(("end", None))
+                else:
+                    call.put(("retry", None) if call.may_retry(msg[2]) else ("error", msg[2]))
+
+            call.rid = self._register(handler)
+        control, request = call.control, call.request
+        control.phase = "queued"
+        self._streams[call.rid] = control
+        messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
+        self._send(("stream", call.rid, messages, request.options, control.timeout))
+
+    def on_wait(self, call: _Pending) -> None:
         """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
-        if control.phase != "queued":
+        if call.control.phase != "queued":
             return
         now = time.monotonic()
         for other_rid, other in list(self._streams.items()):
-            if other_rid >= rid:
+            if other_rid >= call.rid:
                 break
             idle = other.idle_since
             if (
@@ -375,15 +497,14 @@ class _WorkerBackend:
                 other.preempted = True
                 self._cancel(other_rid)
 
-    def _timed_out(self, rid: int, control: CallControl) -> GenerationTimeoutError:
+    def timed_out(self, call: _Pending) -> GenerationTimeoutError:
         """Cancel a call that ran out of time; replace the worker if it cannot stop it."""
-        self._cancel(rid)
-        if control.phase != "queued":
-            proc = self._proc
-            timer = threading.Timer(STUCK_GRACE, self._replace_if_stuck, args=(rid, proc))
+        self._cancel(call.rid)
+        if call.control.phase != "queued":
+            timer = threading.Timer(STUCK_GRACE, self._replace_if_stuck, args=(call.rid, self._proc))
             timer.daemon = True
             timer.start()
-        return control.timeout_error()
+        return call.control.timeout_error()
 
     def _replace_if_stuck(self, rid: int, proc: subprocess.Popen[bytes] | None) -> None:
         if proc is not None and self._running == rid and proc.poll() is None:
@@ -394,96 +515,15 @@ class _WorkerBackend:
             )
             proc.kill()
 
-    def _retry_queued(self, msg: tuple[Any, ...], control: CallControl, retried: bool) -> bool:
-        """Whether a call that never started should go to a new worker (the old one died)."""
-        return msg[0] == "error" and isinstance(msg[2], WorkerDiedError) and control.phase == "queued" and not retried
+    def orphan(self, call: _Pending) -> None:
+        self._handlers.pop(call.rid, None)
+        self._cancel(call.rid)
 
-    def stream(
-        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
-    ) -> Iterator[Chunk]:
-        q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
-        self._ensure_loaded()
-        rid = self._register(q.put)
-        control = CallControl(timeout=timeout)
-        done = False
-        retried = False
-        try:
-            self._start(rid, control, messages, options)
-            while True:
-                control.idle_since = None
-                while True:
-                    try:
-                        msg = q.get(timeout=_wait_slice(control))
-                        break
-                    except queue.Empty:
-                        if _caller_deadline_passed(control):
-                            done = True
-                            raise self._timed_out(rid, control) from None
-                        self._on_wait(rid, control)
-                kind = msg[0]
-                if kind == "chunk":
-                    control.tokens += len(msg[2].token_ids)
-                    control.idle_since = time.monotonic()
-                    yield msg[2]
-                elif kind == "end":
-                    done = True
-                    if control.preempted:
-                        raise abandoned_error(control.tokens)
-                    return
-                elif self._retry_queued(msg, control, retried):
-                    retried = True
-                    self._ensure_loaded()
-                    self._start(rid, control, messages, options)
-                else:
-                    done = True
-                    raise msg[2]
-        finally:
-            self._forget(rid)
-            if not done:
-                self._cancel(rid)
-
-    async def astream(
-        self, messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions, timeout: float | None
-    ) -> AsyncIterator[Chunk]:
-        loop = asyncio.get_running_loop()
-        aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        control = CallControl(timeout=timeout)
-        retry = threading.Event()
-
-        def handler(msg: tuple[Any, ...]) -> None:
-            kind = msg[0]
-            if self._retry_queued(msg, control, retry.is_set()):
-                retry.set()
-                item: tuple[str, Any] = ("retry", None)
-            else:
-                item = ("chunk", msg[2]) if kind == "chunk" else (("end", None) if kind == "end" else ("error", msg[2]))
-            try:
-                loop.call_soon_threadsafe(aq.put_nowait, item)
-            except RuntimeError:  # the caller's event loop is closed: nobody reads this call
-                self._handlers.pop(rid, None)
-                self._cancel(rid)
-
-        rid = self._register(handler)
-        try:
-            await loop.run_in_executor(None, self._ensure_loaded)
-            control.start_clock()
-            self._start(rid, control, messages, options)
-            while True:
-                try:
-                    async for chunk in _drain(
-                        aq,
-                        control,
-                        lambda: self._cancel(rid),
-                        lambda: self._on_wait(rid, control),
-                        lambda: self._timed_out(rid, control),
-                    ):
-                        yield chunk
-                    return
-                except _Retry:
-                    await loop.run_in_executor(None, self._ensure_loaded)
-                    self._start(rid, control, messages, options)
-        finally:
-            self._forget(rid)
+    def finish(self, call: _Pending) -> None:
+        if call.rid:
+            self._forget(call.rid)
+            if not call.done:
+                self._cancel(call.rid)
 
     def _cancel(self, rid: int) -> None:
         """Tell the worker to stop a call; a worker that is gone has nothing to stop (none is started for it)."""
@@ -543,7 +583,6 @@ class Engine:
         self.template = ChatTemplate.for_package(self.package)
         self._backend: _InlineBackend | _WorkerBackend | None = None
         self._backend_lock = threading.Lock()
-        self._counts: dict[str, int] = {}
 
     @classmethod
     def get(
@@ -590,6 +629,18 @@ class Engine:
             return self._backend
 
     # -- generation
+    def run(self, request: Request) -> Iterator[Chunk]:
+        """Stream the answer to ``request``; closing the iterator cancels the generation.
+
+        A call whose worker process died before it produced output is sent to a new worker
+        (up to ``request.max_retries`` times; a call that was still waiting is always resent).
+        """
+        return self.backend.stream(request)
+
+    def arun(self, request: Request) -> AsyncIterator[Chunk]:
+        """Async twin of :meth:`run`; cancelling the task cancels the generation."""
+        return self.backend.astream(request)
+
     def stream(
         self,
         messages: Sequence[ChatMessage] | RawPrompt,
@@ -597,8 +648,8 @@ class Engine:
         *,
         timeout: float | None = None,
     ) -> Iterator[Chunk]:
-        """Stream the answer to ``messages``; closing the iterator cancels the generation."""
-        return self.backend.stream(messages, options or GenerationOptions(), timeout)
+        """:meth:`run` of a request made of these parts."""
+        return self.run(Request(messages, options or GenerationOptions(), timeout))
 
     def astream(
         self,
@@ -607,8 +658,8 @@ class Engine:
         *,
         timeout: float | None = None,
     ) -> AsyncIterator[Chunk]:
-        """Async twin of :meth:`stream`; cancelling the task cancels the generation."""
-        return self.backend.astream(messages, options or GenerationOptions(), timeout)
+        """:meth:`arun` of a request made of these parts."""
+        return self.arun(Request(messages, options or GenerationOptions(), timeout))
 
     def generate(
         self,
@@ -647,13 +698,8 @@ class Engine:
         return list(self.backend.call("encode", text))
 
     def count_text(self, text: str) -> int:
-        """Tokens of ``text`` alone (cached: for fixed texts such as a tool call's framing)."""
-        cache = self._counts
-        if text not in cache:
-            if len(cache) >= 1024:
-                cache.clear()
-            cache[text] = len(self.encode(text))
-        return cache[text]
+        """Tokens of ``text`` alone (no template, no special tokens added)."""
+        return int(self.backend.call("count_text", text))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of token ids."""

@@ -8,15 +8,101 @@ runtime (:func:`resolve_search`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import InvalidRequestError
 
-__all__ = ["GenerationOptions", "Guidance", "resolve_search", "validated_options"]
+__all__ = [
+    "GenerationOptions",
+    "Guidance",
+    "ResponseFormat",
+    "resolve_search",
+    "response_format_from",
+    "tool_choice_from",
+    "validated_options",
+]
 
 OverflowPolicy = Literal["error", "drop_oldest"]
+#: ``auto`` (the model may call a tool), ``none`` (tools are not sent), ``required`` (it must
+#: call one), or the name of the one tool it must call.
+ToolChoice = str
+_CHOICE_WORDS = {"auto": "auto", "none": "none", "required": "required", "any": "required"}
+_CHOICE_HINT = (
+    "use 'auto', 'none', 'required' (or 'any'), a tool name, or {'type': 'function', 'function': {'name': ...}}"
+)
+
+
+def tool_choice_from(value: Any) -> ToolChoice:
+    """A tool choice in any of the forms frameworks and OpenAI use, as the core's word or a tool name.
+
+    ``None``/``"auto"``; ``False``/``"none"``; ``True``/``"any"``/``"required"``; a tool name;
+    ``{"type": "function", "function": {"name": ...}}``, ``{"type": "tool", "name": ...}``,
+    ``{"type": "auto" | "any" | "none" | "required"}``.
+
+    Raises:
+        InvalidRequestError: any other value.
+    """
+    if value is None or value is True or value is False:
+        return "auto" if value is None else ("required" if value else "none")
+    if isinstance(value, Mapping):
+        kind = value.get("type")
+        fn = value.get("function")
+        if kind == "function" and isinstance(fn, Mapping) and isinstance(fn.get("name"), str) and fn["name"]:
+            return str(fn["name"])
+        if kind == "tool" and isinstance(value.get("name"), str) and value["name"]:
+            return str(value["name"])
+        if kind in _CHOICE_WORDS:
+            return _CHOICE_WORDS[kind]
+    elif isinstance(value, str) and value:
+        return _CHOICE_WORDS.get(value, value)
+    raise InvalidRequestError(f"tool_choice {value!r} is not understood; {_CHOICE_HINT}")
+
+
+class ResponseFormat(BaseModel):
+    """The form of the answer: one JSON object (``json_object``) or a value matching ``json_schema``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = Field(None, description="the schema, for type json_schema")
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("a json_schema response format needs a schema (and json_object none)")
+        return self
+
+
+def response_format_from(value: Any) -> ResponseFormat | None:
+    """A response format in the forms frameworks and OpenAI use (None for plain text).
+
+    ``{"type": "text"}``; ``{"type": "json_object"}``; ``{"type": "json_schema", "schema": {...}}``
+    and OpenAI's ``{"type": "json_schema", "json_schema": {"schema": {...}}}``.
+
+    Raises:
+        InvalidRequestError: any other value.
+    """
+    if value is None or isinstance(value, ResponseFormat):
+        return value
+    if isinstance(value, Mapping):
+        kind = value.get("type")
+        if kind == "text":
+            return None
+        if kind == "json_object":
+            return ResponseFormat(type="json_object")
+        schema = value.get("schema")
+        nested = value.get("json_schema")
+        if schema is None and isinstance(nested, Mapping):
+            schema = nested.get("schema")
+        if kind == "json_schema" and isinstance(schema, Mapping):
+            return ResponseFormat(type="json_schema", json_schema=dict(schema))
+    raise InvalidRequestError(
+        f"response_format {value!r} is not understood; use {{'type': 'json_schema', 'schema': {{...}}}}, "
+        "{'type': 'json_object'} or {'type': 'text'}"
+    )
 
 
 class Guidance(BaseModel):
@@ -72,9 +158,21 @@ class GenerationOptions(BaseModel):
     enable_thinking: bool | None = Field(None, description="Qwen3-style reasoning on/off (template variable)")
     guidance: Guidance | None = Field(None, description="constrain the output to a JSON schema, regex or grammar")
     tools: tuple[dict[str, Any], ...] = Field(default=(), description="tool definitions (OpenAI function format)")
+    tool_choice: ToolChoice = Field("auto", description="'auto', 'none', 'required' or the one tool's name")
+    response_format: ResponseFormat | None = Field(None, description="JSON object or JSON schema output")
+    chat_template: str | None = Field(None, description="a Jinja chat template (source or file) to use instead")
     template_vars: dict[str, Any] = Field(default_factory=dict, description="extra chat template variables")
     overflow: OverflowPolicy = Field("error", description="prompt over the limit: 'error' or 'drop_oldest' turns")
     kv_reuse: bool | None = Field(None, description="reuse the cached prefix of the previous call (None: package)")
+    option_names: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,
+        description="what the caller calls an option, for error messages ({'max_new_tokens': 'max_tokens'})",
+    )
+
+    def called(self, name: str) -> str:
+        """The caller's name for the option ``name``."""
+        return self.option_names.get(name, name)
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -103,20 +201,87 @@ class GenerationOptions(BaseModel):
     def _tools_tuple(cls, value: Any) -> Any:
         return () if value is None else tuple(value)
 
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _choice(cls, value: Any) -> Any:
+        return tool_choice_from(value)
+
+    @field_validator("response_format", mode="before")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        return response_format_from(value)
+
+    @field_validator("template_vars")
+    @classmethod
+    def _not_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, what in _RESERVED_TEMPLATE_VARS.items():
+            if key in value:
+                raise ValueError(f"{key!r} cannot be a chat-template variable: it is {what}")
+        return value
+
+    @property
+    def forced_tool(self) -> bool:
+        """Whether the answer must be a tool call."""
+        return self.tool_choice not in ("auto", "none")
+
+    @model_validator(mode="after")
+    def _one_constraint(self) -> GenerationOptions:
+        wanted = [
+            what
+            for what, on in (
+                ("guidance", self.guidance is not None),
+                ("response_format", self.response_format is not None),
+                (f"tool_choice={self.tool_choice!r}", self.forced_tool),
+            )
+            if on
+        ]
+        if len(wanted) > 1:
+            raise ValueError(f"a call can constrain its output one way only; it got {' and '.join(wanted)}")
+        if self.forced_tool:
+            names = [_tool_name(t) for t in self.tools]
+            if not names:
+                raise ValueError(f"tool_choice={self.tool_choice!r} requires a tool call but no tools were given")
+            if self.tool_choice != "required" and self.tool_choice not in names:
+                bound = ", ".join(names)
+                raise ValueError(
+                    f"tool_choice names {self.tool_choice!r}, which is not a bound tool; bound tools: {bound}"
+                )
+        return self
+
+
+#: Names the chat template gets from the core itself, which a template variable cannot replace.
+_RESERVED_TEMPLATE_VARS = {
+    "messages": "the conversation itself; pass the messages to the call",
+    "add_generation_prompt": "set by the core (True: the prompt opens the answer)",
+    "tools": "the call's tools; pass them as tools",
+    "chat_template": "the template itself; pass it as chat_template",
+    "enable_thinking": "the call's enable_thinking option; pass it as that",
+}
+
+
+def _tool_name(tool: Any) -> str:
+    fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
+    return str(fn.get("name")) if isinstance(fn, Mapping) else "?"
+
 
 def validated_options(**kwargs: Any) -> GenerationOptions:
     """Build :class:`GenerationOptions`, turning validation errors into :class:`InvalidRequestError`.
 
-    The message names each bad field, its value and the allowed range.
+    The message names each bad field (as ``option_names`` calls it), its value and the allowed range.
     """
+    names = kwargs.get("option_names") or {}
     try:
         return GenerationOptions(**kwargs)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "options"
-            value = err.get("input")
-            problems.append(f"{where}={value!r}: {err['msg']}")
+            message = str(err["msg"]).removeprefix("Value error, ")
+            if not err["loc"]:  # a rule over several options
+                problems.append(message)
+                continue
+            where = ".".join(str(p) for p in err["loc"])
+            where = names.get(where, where) if isinstance(names, Mapping) else where
+            problems.append(f"{where}={err.get('input')!r}: {message}")
         raise InvalidRequestError("invalid generation options: " + "; ".join(problems)) from None
 
 

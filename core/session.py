@@ -40,6 +40,7 @@ from .images import IMAGE_TYPES, prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
 from .package import ModelPackage
+from .request import resolve
 from .runtime import import_oga, parse_release, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .token_bytes import TokenBytes, byte_zero_token
@@ -256,6 +257,7 @@ class Session:
         check_runtime_settings(key.provider, key.num_threads)
         self.template = ChatTemplate.for_package(self.package)
         self._templates: dict[str, ChatTemplate] = {}
+        self._text_counts: dict[str, int] = {}
         self._load_lock = threading.Lock()
         self._gen_lock = FifoLock()
         self._model: Any = None
@@ -460,16 +462,33 @@ class Session:
 
     # ------------------------------------------------------------------ preparing
     def template_for(self, options: GenerationOptions) -> ChatTemplate:
-        """The package's template, or the per-call override in ``template_vars['chat_template']``."""
-        override = options.template_vars.get("chat_template")
+        """The package's template, or the call's ``chat_template``."""
+        override = options.chat_template
         if not override:
             return self.template
         if override not in self._templates:
             self._templates[override] = ChatTemplate.for_package(self.package, override=override)
         return self._templates[override]
 
+    def resolve(self, options: GenerationOptions) -> GenerationOptions:
+        """What the call's options mean for this package (see :func:`ryzenai_core.request.resolve`)."""
+        return resolve(options, self.template_for(options), self.package.budget, self.count_text)
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` alone (cached: fixed texts such as a tool call's framing are counted often)."""
+        cache = self._text_counts
+        if text not in cache:
+            if len(cache) >= 1024:
+                cache.clear()
+            cache[text] = len(self.encode(text))
+        return cache[text]
+
     def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
         """The prompt text for ``messages``."""
+        return self._render(messages, self.resolve(options))
+
+    def _render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
+        """:meth:`render` with options already resolved."""
         if not messages:
             raise InvalidRequestError("the message list is empty; send at least one user message")
         for i, m in enumerate(messages):
@@ -479,7 +498,7 @@ class Session:
                     "send text only or use a multimodal package (e.g. Gemma 3)"
                 )
         check_text(messages)
-        extra = {k: v for k, v in options.template_vars.items() if k != "chat_template"}
+        extra = options.template_vars
         tools = normalize_tools(list(options.tools)) if options.tools else None
         template = self.template_for(options)
         tool_turns = [i for i, m in enumerate(messages) if m.role == "tool" or m.tool_calls]
@@ -550,6 +569,7 @@ class Session:
             ContextWindowExceededError: the prompt does not fit (policy ``error``, or nothing
                 left to drop; a raw prompt is never cut).
         """
+        options = self.resolve(options)
         budget = self.package.budget
         if isinstance(messages, RawPrompt):
             ids = list(messages.token_ids) if messages.token_ids is not None else self.encode(messages.text or "")
@@ -568,7 +588,7 @@ class Session:
 
         def attempt(msgs: list[ChatMessage]) -> tuple[str, tuple[list[int], Any, str, int], BudgetPlan]:
             check()
-            prompt = self.render(msgs, options)
+            prompt = self._render(msgs, options)
             tokens = self._prompt_ids(prompt, msgs)
             return prompt, tokens, budget.plan(len(tokens[0]), options.max_new_tokens)
 
@@ -635,6 +655,7 @@ class Session:
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
         control.enter("preparing")
+        options = self.resolve(options)
         prepared = self.prepare(messages, options, control.check_deadline)
         control.prompt_tokens = len(prepared.prompt_ids)
         return self._stream(prepared, options, control, t_call)

@@ -168,7 +168,9 @@ def output_bound(schema: Mapping[str, Any]) -> int:
     return _worst_bytes(out, defs)
 
 
-def bound_schema(schema: Mapping[str, Any], max_new_tokens: int, *, overhead: int = 0) -> dict[str, Any]:
+def bound_schema(
+    schema: Mapping[str, Any], max_new_tokens: int, *, overhead: int = 0, budget_name: str = "max_new_tokens"
+) -> dict[str, Any]:
     """A copy of ``schema`` whose every value fits in ``max_new_tokens - overhead`` tokens.
 
     Free-form strings get the largest ``maxLength`` with which the longest value the
@@ -205,22 +207,27 @@ def bound_schema(schema: Mapping[str, Any], max_new_tokens: int, *, overhead: in
     if chosen is None:
         need = output_bound(_bounded(schema, 1, 1))
         raise InvalidRequestError(
-            f"max_new_tokens={max_new_tokens} is too small for this schema: its longest value takes up to "
+            f"{budget_name}={max_new_tokens} is too small for this schema: its longest value takes up to "
             f"{need} tokens with one character per free-form string and one item per array"
             f"{f' after {overhead} tokens of framing' if overhead else ''}, and one token ends the turn; raise "
-            f"the output budget (max_tokens) to at least {need + overhead + 1}"
+            f"{budget_name} to at least {need + overhead + 1}"
         )
     out = _bounded(schema, chosen[1], chosen[0])
     out["x-guidance"] = {**_NO_WHITESPACE, **(out.get("x-guidance") or {})}
     return out
 
 
-def json_schema_guidance(schema: Mapping[str, Any], max_new_tokens: int) -> Guidance:
-    """Guidance for output that is one JSON value matching ``schema``, closed within the budget."""
-    return Guidance(type="json_schema", data=json.dumps(bound_schema(schema, max_new_tokens)))
+def json_schema_guidance(
+    schema: Mapping[str, Any], max_new_tokens: int, *, budget_name: str = "max_new_tokens"
+) -> Guidance:
+    """Guidance for output that is one JSON value matching ``schema``, closed within the budget.
+
+    ``budget_name`` is what the caller calls the output budget, for error messages.
+    """
+    return Guidance(type="json_schema", data=json.dumps(bound_schema(schema, max_new_tokens, budget_name=budget_name)))
 
 
-def json_object_guidance(max_new_tokens: int) -> Guidance:
+def json_object_guidance(max_new_tokens: int, *, budget_name: str = "max_new_tokens") -> Guidance:
     """JSON mode: a flat JSON object whose keys and values are bounded so it closes within the budget.
 
     Values are strings, numbers, booleans or null. A string character can take up to 4
@@ -235,7 +242,7 @@ def json_object_guidance(max_new_tokens: int) -> Guidance:
     chars = (per_pair - 5) // 8  # key and value strings: quotes, colon, comma + 4 tokens a character each
     if chars < 1:
         raise InvalidRequestError(
-            f"max_tokens={max_new_tokens} is too small for JSON mode; raise max_tokens to at least 16"
+            f"{budget_name}={max_new_tokens} is too small for JSON mode; raise {budget_name} to at least 16"
         )
     digits = max(0, min(11, chars - 1))
     frac = min(4, chars)
@@ -273,6 +280,7 @@ def tool_call_guidance(
     name: str | None = None,
     *,
     count_tokens: Callable[[str], int] | None = None,
+    budget_name: str = "max_new_tokens",
 ) -> Guidance:
     """Guidance that forces one call to ``name`` (or to any of ``tools``) in the family's format.
 
@@ -288,6 +296,7 @@ def tool_call_guidance(
         name: the tool to call; None lets the model choose among all of them.
         count_tokens: tokens of a text with the package tokenizer; None counts bytes (an
             upper bound for any tokenizer).
+        budget_name: what the caller calls the output budget, for error messages.
 
     Raises:
         InvalidRequestError: no tools, an unknown name, or a family without a tool format.
@@ -317,14 +326,17 @@ def tool_call_guidance(
         framing = count(prefix) + count(tail)
         try:
             params = bound_schema(
-                fn["parameters"] or {"type": "object", "properties": {}}, max_new_tokens, overhead=framing
+                fn["parameters"] or {"type": "object", "properties": {}},
+                max_new_tokens,
+                overhead=framing,
+                budget_name=budget_name,
             )
         except InvalidRequestError:
             need = framing + output_bound(_bounded(fn["parameters"] or {}, 1, 1)) + 1
             raise InvalidRequestError(
-                f"max_new_tokens={max_new_tokens} is too small for a forced call to {fn['name']!r}: the call takes up "
+                f"{budget_name}={max_new_tokens} is too small for a forced call to {fn['name']!r}: the call takes up "
                 f"to {need} tokens ({framing} of framing, the longest arguments with one character per free-form "
-                f"string, one to end the turn); raise the output budget (max_tokens) to at least {need}"
+                f"string, one to end the turn); raise {budget_name} to at least {need}"
             ) from None
         rules.append(f"call{i}: {_lark_string(prefix)} args{i} {_lark_string(tail)}")
         rules.append(f"args{i}: %json {json.dumps(params)}")

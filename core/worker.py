@@ -59,6 +59,10 @@ def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
     return ("chunk", rid, chunk)
 
 
+#: Session methods a caller may run in the worker (besides generations).
+_CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load"})
+
+
 def _send_phase(send: Any, rid: int, phase: str) -> None:
     send(("phase", rid, phase))
 
@@ -117,17 +121,12 @@ def main() -> None:
                 return
             _, rid, method, args = item
             try:
-                if method not in ("render", "count_tokens", "encode", "decode", "load", "info", "prepare"):
+                if method not in _CALLS:
                     raise ValueError(f"unknown worker call {method!r}")
-                if method == "info":
-                    session.load()
-                    value: Any = {"pid": os.getpid(), "load_seconds": session.load_seconds}
-                elif method == "load":
+                value: Any
+                if method == "load":
                     session.load()
                     value = session.load_seconds
-                elif method == "prepare":
-                    session.load()
-                    value = session.prepare(*args)
                 else:
                     value = getattr(session, method)(*args)
                 send(("result", rid, value))

@@ -133,12 +133,12 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
         InvalidRequestError, ["lark_grammar", "could not be compiled", "fix the schema/grammar"]),
     "structured output budget too small": (
         lambda t, x: json_schema_guidance({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}, 6),
-        InvalidRequestError, ["max_new_tokens=6 is too small", "raise the output budget (max_tokens) to at least"]),
+        InvalidRequestError, ["max_new_tokens=6 is too small", "raise max_new_tokens to at least"]),
     "chat template that raises": (
-        lambda t, x: gen(shared(x), template_vars={"chat_template": "{{ raise_exception('no system role here') }}"}),
+        lambda t, x: gen(shared(x), chat_template="{{ raise_exception('no system role here') }}"),
         ChatTemplateError, ["no system role here"]),
     "chat template reaching Python internals": (
-        lambda t, x: gen(shared(x), template_vars={"chat_template": "{{ ''.__class__.__mro__[1].__subclasses__() }}"}),
+        lambda t, x: gen(shared(x), chat_template="{{ ''.__class__.__mro__[1].__subclasses__() }}"),
         ChatTemplateError, ["sandbox"]),
 }
 

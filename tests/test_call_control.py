@@ -100,7 +100,7 @@ def test_timeout_while_queued_names_the_phase(fresh, execution: str) -> None:
 def test_timeout_while_preparing_names_the_phase(fresh) -> None:
     engine = fresh("process")
     engine.load()
-    slow = validated_options(max_new_tokens=3, template_vars={"chat_template": SLOW_TEMPLATE})
+    slow = validated_options(max_new_tokens=3, chat_template=SLOW_TEMPLATE)
     with pytest.raises(GenerationTimeoutError) as info:
         engine.generate(MSGS, slow, timeout=0.3)
     assert info.value.phase == "preparing"
@@ -114,7 +114,7 @@ def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch)
     engine = fresh("process")
     engine.load()
     pid = engine.backend.pid
-    slow = validated_options(max_new_tokens=3, template_vars={"chat_template": SLOW_TEMPLATE})
+    slow = validated_options(max_new_tokens=3, chat_template=SLOW_TEMPLATE)
     with pytest.raises(GenerationTimeoutError):
         engine.generate(MSGS, slow, timeout=0.2)
     # The stuck worker would be busy for seconds more; the next call gets a new one at once.
@@ -127,7 +127,7 @@ def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypa
     monkeypatch.setattr(engine_module, "STUCK_GRACE", 0.3)
     engine = fresh("process")
     engine.load()
-    slow = validated_options(max_new_tokens=3, template_vars={"chat_template": SLOW_TEMPLATE})
+    slow = validated_options(max_new_tokens=3, chat_template=SLOW_TEMPLATE)
     results: list[object] = []
 
     def queued() -> None:
@@ -167,7 +167,7 @@ def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypa
 )
 def test_template_rendering_is_bounded(template: str, what: str) -> None:
     engine = Engine.get(TINY_LLAMA, execution="process")
-    options = validated_options(max_new_tokens=3, template_vars={"chat_template": template})
+    options = validated_options(max_new_tokens=3, chat_template=template)
     with pytest.raises(ChatTemplateError) as info:
         engine.generate(MSGS, options, timeout=30)
     assert what in str(info.value) and "was stopped" in str(info.value)

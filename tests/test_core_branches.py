@@ -407,10 +407,10 @@ def test_an_image_over_the_size_limit_is_refused_before_decoding(tmp_path):
         prepare_image({"type": "image", "image": bytes(MAX_IMAGE_BYTES + 1)})
 
 
-def test_budget_num_output_and_dict():
+def test_budget_bounded_output_and_dict():
     b = ContextBudget(window=512, prompt_limit=256, prefill_buckets=(64, 128), default_max_new_tokens=1000)
-    assert b.num_output == 511  # the package default, but never more than the window leaves
-    assert ContextBudget(window=512, prompt_limit=256, default_max_new_tokens=100).num_output == 100
+    assert b.bounded_output_tokens == 511  # the package default, but never more than the window leaves
+    assert ContextBudget(window=512, prompt_limit=256, default_max_new_tokens=100).bounded_output_tokens == 100
     d = b.to_dict()
     assert d["prefill_buckets"] == [64, 128] and d["decode_buckets"] == []
     assert d["window"] == 512 and d["default_max_new_tokens"] == 1000
@@ -425,15 +425,14 @@ def test_engine_refuses_an_unknown_execution():
         Engine.get(TINY_LLAMA, execution="thread")  # type: ignore[arg-type]
 
 
-def test_inline_backend_reports_its_own_process():
+def test_inline_backend_loads_in_this_process():
     engine = Engine.get(TINY_LLAMA, execution="inline")
-    info = engine.backend.call("info")
-    assert info["pid"] == os.getpid() and info["load_seconds"] >= 0
+    assert engine.load() is not None and engine.backend.session.loaded
 
 
 def test_text_count_cache_stays_bounded_and_correct():
     engine = Engine.get(TINY_LLAMA, execution="inline")
     for i in range(1030):
         engine.count_text(f"w{i}")
-    assert len(engine._counts) <= 1024
+    assert len(engine.backend.session._text_counts) <= 1024
     assert engine.count_text("w3 w4") == len(engine.encode("w3 w4"))

@@ -132,12 +132,12 @@ def test_a_bos_bug_collapses(engine: Engine, heldout, bug: str) -> None:
     broken = source.replace(bos, bos + bos if bug == "doubled" else "", 1)
     assert broken != source
     good, _ = _score(engine, heldout)
-    bad, _ = _score(engine, heldout, template_vars={"chat_template": broken})
+    bad, _ = _score(engine, heldout, chat_template=broken)
     assert bad <= good // 2, f"a {bug} BOS still scores {bad}/{N} (correct template: {good}/{N})"
 
 
 def test_wrong_template_collapses(engine: Engine, heldout) -> None:
-    bad, _ = _score(engine, heldout, template_vars={"chat_template": CHATML})
+    bad, _ = _score(engine, heldout, chat_template=CHATML)
     assert bad <= N // 4, f"a ChatML template still scores {bad}/{N}"
 
 

@@ -1,0 +1,108 @@
+"""One call, as the core receives it, and the decisions the core makes about it.
+
+A face (LangChain, LlamaIndex, the command line) maps its framework's vocabulary onto a
+:class:`Request`: the messages, and :class:`~ryzenai_core.options.GenerationOptions` whose
+typed fields say what the caller wants (tools and ``tool_choice``, a ``response_format``, a
+chat template, thinking, sampling, limits). What that means for onnxruntime-genai is decided
+here, once, with the package's template, tokenizer and budget (:func:`resolve`):
+
+- ``tool_choice="none"``: the tools are not sent;
+- a forced call (``required`` or a tool's name): a grammar in the template family's own
+  tool-call format, bounded so the call closes within the output budget;
+- a response format: a JSON-schema or JSON-object grammar, bounded the same way;
+- a grammar decides every token, so a template's thinking block is closed (``enable_thinking``
+  False unless the caller chose);
+- constrained output needs a finite budget: ``max_new_tokens`` defaults to the package's
+  bounded output budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .budget import ContextBudget
+from .chat_template import ChatTemplate
+from .messages import ChatMessage, RawPrompt
+from .options import GenerationOptions
+from .structured import json_object_guidance, json_schema_guidance, tool_call_guidance
+
+__all__ = ["Request", "resolve"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call: what to answer, how, and how long the caller waits.
+
+    Attributes:
+        messages: the conversation, or a raw prompt sent verbatim.
+        options: everything the call decides on (see :class:`GenerationOptions`).
+        timeout: seconds the call may take (queueing, preparing, prefill and generation; not
+            the one-time model load); None waits as long as it takes.
+        max_retries: new attempts after the model's worker process died before any output
+            (a call still waiting for the model is always sent to the new worker).
+    """
+
+    messages: Sequence[ChatMessage] | RawPrompt
+    options: GenerationOptions = field(default_factory=GenerationOptions)
+    timeout: float | None = None
+    max_retries: int = 1
+
+
+def resolve(
+    options: GenerationOptions,
+    template: ChatTemplate,
+    budget: ContextBudget,
+    count_text: Callable[[str], int],
+) -> GenerationOptions:
+    """The options onnxruntime-genai runs for ``options`` (see the module docstring).
+
+    Idempotent: the result has its intent (``tool_choice``, ``response_format``) turned into
+    ``tools`` and ``guidance``.
+
+    Args:
+        options: what the caller asked for.
+        template: the chat template the call renders with (its family's tool-call format).
+        budget: the package's budget (the default output budget of constrained output).
+        count_text: tokens of a text with the package's tokenizer (a forced call's framing).
+
+    Raises:
+        InvalidRequestError: a budget too small for the constrained output, a family without a
+            tool-call format, a schema that is not a JSON object schema.
+    """
+    forced = options.forced_tool
+    shaped = options.response_format is not None
+    if not forced and not shaped and options.tool_choice == "auto" and options.guidance is None:
+        return options
+    tools = () if options.tool_choice == "none" else options.tools
+    max_new = options.max_new_tokens
+    if max_new is None and (forced or shaped):
+        max_new = budget.bounded_output_tokens
+    guidance = options.guidance
+    if forced:
+        assert max_new is not None
+        name = None if options.tool_choice == "required" else options.tool_choice
+        guidance = tool_call_guidance(
+            template.family, tools, max_new, name, count_tokens=count_text, budget_name=options.called("max_new_tokens")
+        )
+    elif options.response_format is not None:
+        assert max_new is not None
+        schema = options.response_format.json_schema
+        guidance = (
+            json_object_guidance(max_new, budget_name=options.called("max_new_tokens"))
+            if schema is None
+            else json_schema_guidance(schema, max_new, budget_name=options.called("max_new_tokens"))
+        )
+    thinking = options.enable_thinking
+    if guidance is not None and thinking is None and template.supports_thinking:
+        thinking = False
+    return options.model_copy(
+        update={
+            "tools": tools,
+            "tool_choice": "auto",
+            "response_format": None,
+            "guidance": guidance,
+            "max_new_tokens": max_new,
+            "enable_thinking": thinking,
+        }
+    )
