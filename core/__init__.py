@@ -33,8 +33,9 @@ from .errors import (
     WorkerDiedError,
 )
 from .messages import ChatMessage, RawPrompt, ToolCall
-from .options import GenerationOptions, Guidance
+from .options import GenerationOptions, Guidance, ResponseFormat
 from .package import Mode, ModelPackage
+from .request import Request
 from .streaming import Chunk, Timings, Usage
 
 try:
@@ -66,6 +67,8 @@ __all__ = [
     "ModelPackage",
     "ModelPackageError",
     "RawPrompt",
+    "Request",
+    "ResponseFormat",
     "RuntimeNotAvailableError",
     "RyzenAIError",
     "StreamAbandonedError",

@@ -1,9 +1,9 @@
-"""Chat templates: from :class:`ChatMessage` lists to prompt text, and from model output back.
+"""Chat templates: from :class:`ChatMessage` lists to prompt text.
 
 Hugging Face chat templates are Jinja programs shipped with a model. This module renders them
 the way ``transformers`` does (``transformers.utils.chat_template_utils``), so that a prompt built
-here is byte-for-byte the prompt the model was trained and evaluated with, and parses what the
-model writes back (reasoning, tool calls) in the format of its family.
+here is byte-for-byte the prompt the model was trained and evaluated with. What the model writes
+back (turn ends, reasoning, tool calls) is read by :mod:`ryzenai_core.formats`.
 
 Data flow::
 
@@ -15,8 +15,6 @@ Data flow::
     ChatMessage[] ─► ChatMessage.to_hf() ─┐
     tools ─► normalize_tools() ───────────┼─► plain JSON data ─► sandboxed Jinja ─► prompt str
     special tokens, enable_thinking, **kw ┘   (compiled once per template source)
-
-    model output ─► split_reasoning() ─► parse_tool_calls() ─► ParsedOutput(reasoning, content, tool_calls)
 
 Rendering mirrors ``transformers`` (checked against it by ``tests/fixtures/template_goldens.json``,
 made by ``scripts/make_template_goldens.py``): an :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`
@@ -32,19 +30,17 @@ rendering as empty text, so a hostile template fails loudly with :class:`ChatTem
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
-import re
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from functools import cached_property, lru_cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import jinja2
 import jinja2.exceptions
@@ -55,7 +51,17 @@ import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ChatTemplateError, InvalidRequestError
-from .messages import ChatMessage, ToolCall, normalize_tools
+from .formats import (
+    Family,
+    check_family,
+    end_of_turn_markers,
+    family_for_model_type,
+    has_tool_calls,
+    infer_family,
+    reasoning_markers,
+    tool_call_markers,
+)
+from .messages import ChatMessage, normalize_tools
 
 if TYPE_CHECKING:
     from .package import ModelPackage
@@ -63,26 +69,12 @@ if TYPE_CHECKING:
 __all__ = [
     "ChatTemplate",
     "FALLBACK_TEMPLATES",
-    "FAMILIES",
-    "Family",
-    "ParsedOutput",
     "SPECIAL_TOKEN_NAMES",
     "builtin_template",
-    "end_of_turn_markers",
-    "family_for_model_type",
-    "infer_family",
-    "parse_tool_calls",
-    "reasoning_markers",
     "special_tokens_from_config",
-    "split_reasoning",
-    "tool_call_markers",
 ]
 
 logger = logging.getLogger(__name__)
-
-Family = Literal["llama3", "qwen3", "gemma3", "chatml"]
-#: The prompt/output formats this module knows.
-FAMILIES: tuple[Family, ...] = ("llama3", "qwen3", "gemma3", "chatml")
 
 #: Built-in template file (in ``ryzenai_core/templates``) used when a package ships none.
 FALLBACK_TEMPLATES: Mapping[Family, str] = {
@@ -104,93 +96,7 @@ SPECIAL_TOKEN_NAMES: tuple[str, ...] = (
     "mask_token",
 )
 
-_MODEL_TYPE_FAMILY: Mapping[str, Family] = {
-    "llama": "llama3",
-    "qwen3": "qwen3",
-    "qwen3_moe": "qwen3",
-    "gemma": "gemma3",
-    "gemma2": "gemma3",
-    "gemma3": "gemma3",
-    "gemma3_text": "gemma3",
-}
-
-_END_OF_TURN: Mapping[Family, tuple[str, ...]] = {
-    "llama3": ("<|eot_id|>", "<|eom_id|>"),
-    "qwen3": ("<|im_end|>",),
-    "gemma3": ("<end_of_turn>",),
-    "chatml": ("<|im_end|>",),
-}
-
-_TOOL_CALL_TAGS = ("<tool_call>", "</tool_call>")
-_THINK_TAGS = ("<think>", "</think>")
-_PYTHON_TAG = "<|python_tag|>"
 _SYSTEM_PROBE = "ryzenai-system-probe-7d1f"
-
-
-# ---------------------------------------------------------------------- families
-def family_for_model_type(model_type: str) -> Family:
-    """The template family of a ``genai_config.json`` ``model.type`` (``chatml`` when unknown).
-
-    Args:
-        model_type: e.g. ``llama``, ``qwen3``, ``gemma3_text``, ``qwen2``, ``phi3``.
-    """
-    return _MODEL_TYPE_FAMILY.get(model_type, "chatml")
-
-
-def infer_family(source: str) -> Family | None:
-    """Guess the family of a template from the control tokens it writes.
-
-    Args:
-        source: the Jinja source.
-
-    Returns:
-        ``llama3`` (``<|start_header_id|>``), ``gemma3`` (``<start_of_turn>``), ``qwen3``
-        (ChatML with ``<think>`` or ``enable_thinking``), ``chatml`` (``<|im_start|>``), or
-        ``None`` when none of these appear.
-    """
-    if "<|start_header_id|>" in source or "<|eot_id|>" in source:
-        return "llama3"
-    if "<start_of_turn>" in source:
-        return "gemma3"
-    if "<|im_start|>" in source:
-        return "qwen3" if ("<think>" in source or "enable_thinking" in source) else "chatml"
-    return None
-
-
-def _check_family(family: str) -> Family:
-    if family not in FAMILIES:
-        raise InvalidRequestError(f"template family {family!r} is not known; use one of {', '.join(FAMILIES)}")
-    return family
-
-
-def end_of_turn_markers(family: str) -> list[str]:
-    """The strings that end an assistant turn in ``family``'s format.
-
-    Args:
-        family: one of :data:`FAMILIES`.
-    """
-    return list(_END_OF_TURN[_check_family(family)])
-
-
-def tool_call_markers(family: str) -> tuple[str, str] | None:
-    """The tags around one tool call, or ``None`` when the family has none.
-
-    Llama 3 writes a whole message of JSON (see :func:`parse_tool_calls`) and Gemma 3 has no
-    tool-call format, so both give ``None``.
-
-    Args:
-        family: one of :data:`FAMILIES`.
-    """
-    return _TOOL_CALL_TAGS if _check_family(family) in ("qwen3", "chatml") else None
-
-
-def reasoning_markers(family: str) -> tuple[str, str] | None:
-    """The tags around the model's reasoning (``<think>``/``</think>`` for Qwen3), else ``None``.
-
-    Args:
-        family: one of :data:`FAMILIES`.
-    """
-    return _THINK_TAGS if _check_family(family) == "qwen3" else None
 
 
 # ---------------------------------------------------------------------- special tokens
@@ -475,177 +381,6 @@ def _hint(template_message: str) -> str:
     return "the template rejected this conversation: change the messages, or override the template (chat_template=...)"
 
 
-# ---------------------------------------------------------------------- output parsing
-@dataclasses.dataclass(frozen=True)
-class ParsedOutput:
-    """A model's answer split into its parts.
-
-    Attributes:
-        reasoning: the thinking text (``None`` when there is none).
-        content: the visible answer.
-        tool_calls: the calls the model made, in order.
-    """
-
-    reasoning: str | None
-    content: str
-    tool_calls: list[ToolCall]
-
-
-def _call_id(index: int, name: str, arguments: Mapping[str, Any]) -> str:
-    key = json.dumps([index, name, arguments], sort_keys=True, ensure_ascii=False, default=str)
-    return "call_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
-
-
-def _to_call(
-    obj: Any, index: int, *, arg_keys: tuple[str, ...], require_args: bool, tool_names: Collection[str] | None
-) -> ToolCall | None:
-    """A ToolCall from a decoded ``{"name": ..., "arguments": {...}}`` object, or None."""
-    if not isinstance(obj, dict):
-        return None
-    if isinstance(obj.get("function"), dict):  # OpenAI-style {"type": "function", "function": {...}}
-        obj = obj["function"]
-    name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        return None
-    if tool_names is not None and name not in tool_names:
-        return None
-    key = next((k for k in arg_keys if k in obj), None)
-    if key is None:
-        if require_args:
-            return None
-        args: Any = {}
-    else:
-        args = obj[key]
-    if args is None:
-        args = {}
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(args, dict):
-        return None
-    return ToolCall(name=name, arguments=args, id=_call_id(index, name, args))
-
-
-_TAGGED_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-
-
-def _parse_tagged(text: str, tool_names: Collection[str] | None) -> tuple[str, list[ToolCall]]:
-    calls: list[ToolCall] = []
-    kept: list[str] = []
-    pos = 0
-    for m in _TAGGED_RE.finditer(text):
-        try:
-            obj = json.loads(m.group(1).strip())
-        except json.JSONDecodeError:
-            obj = None
-        call = _to_call(
-            obj, len(calls), arg_keys=("arguments", "parameters"), require_args=False, tool_names=tool_names
-        )
-        kept.append(text[pos : m.start()])
-        if call is None:
-            kept.append(m.group(0))  # not a call: leave it in the content as the model wrote it
-        else:
-            calls.append(call)
-        pos = m.end()
-    if not calls:
-        return text, []
-    kept.append(text[pos:])
-    return "".join(kept).strip(), calls
-
-
-def _parse_llama3(text: str, tool_names: Collection[str] | None) -> tuple[str, list[ToolCall]]:
-    body = text.strip()
-    if body.startswith(_PYTHON_TAG):
-        body = body[len(_PYTHON_TAG) :]
-    for end in _END_OF_TURN["llama3"]:
-        body = body.removesuffix(end)
-    decoder = json.JSONDecoder()
-    calls: list[ToolCall] = []
-    pos = 0
-    while True:
-        while pos < len(body) and (body[pos].isspace() or body[pos] == ";"):
-            pos += 1
-        if pos >= len(body):
-            break
-        try:
-            obj, pos = decoder.raw_decode(body, pos)
-        except json.JSONDecodeError:
-            return text, []
-        for item in obj if isinstance(obj, list) else [obj]:
-            call = _to_call(
-                item, len(calls), arg_keys=("parameters", "arguments"), require_args=True, tool_names=tool_names
-            )
-            if call is None:
-                return text, []
-            calls.append(call)
-    if not calls:
-        return text, []
-    return "", calls
-
-
-def parse_tool_calls(
-    text: str, family: str, *, tool_names: Collection[str] | None = None
-) -> tuple[str, list[ToolCall]]:
-    """Find the tool calls in a model's answer, in the format of its family.
-
-    * ``qwen3``/``chatml``: one or more ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-      blocks (a last block cut off before ``</tool_call>`` is accepted); the text around them is
-      the content. A block that is not valid JSON stays in the content.
-    * ``llama3``: the whole answer (optionally after ``<|python_tag|>``) is a JSON object
-      ``{"name": ..., "parameters": {...}}`` (or ``"arguments"``), or several separated by ``;``
-      or newlines, or a JSON list of them. Anything else is plain content without calls.
-    * ``gemma3``: no tool-call format; the text is content.
-
-    Arguments given as a JSON string are decoded. Each call gets a deterministic id
-    ``call_<12 hex>`` from its index, name and arguments.
-
-    Args:
-        text: the model's answer (reasoning already removed).
-        family: one of :data:`FAMILIES`.
-        tool_names: when given, only calls to these tools count (useful for Llama 3, whose
-            format is plain JSON and could be an ordinary JSON answer).
-
-    Returns:
-        ``(content, calls)``. Without calls, ``content`` is ``text`` unchanged; with calls it is
-        the remaining text, stripped.
-    """
-    fam = _check_family(family)
-    if fam == "llama3":
-        return _parse_llama3(text, tool_names)
-    if fam in ("qwen3", "chatml"):
-        return _parse_tagged(text, tool_names)
-    return text, []
-
-
-def split_reasoning(text: str, *, markers: tuple[str, str] = _THINK_TAGS) -> tuple[str | None, str]:
-    """Split Qwen3-style ``<think>...</think>`` reasoning from the answer.
-
-    Follows the Qwen3 template's own reading of an assistant message: the reasoning is the text
-    before the first ``</think>`` (after ``<think>``, which may be absent when the prompt opened
-    it), with surrounding newlines stripped; the content is the text after the last ``</think>``,
-    with leading newlines stripped. An answer that opens ``<think>`` and never closes it (cut off
-    by the token limit) is all reasoning.
-
-    Args:
-        text: the model's answer.
-        markers: the opening and closing tags.
-
-    Returns:
-        ``(reasoning, content)``; ``reasoning`` is ``None`` when there is none (or it is empty).
-    """
-    start, end = markers
-    if end in text:
-        parts = text.split(end)
-        reasoning = parts[0].split(start)[-1].strip("\n")
-        return (reasoning or None), parts[-1].lstrip("\n")
-    head, found, rest = text.partition(start)
-    if found and not head.strip():
-        return (rest.strip("\n") or None), ""
-    return None, text
-
-
 # ---------------------------------------------------------------------- the template
 class ChatTemplate:
     """A Hugging Face chat template, rendered with ``transformers``' semantics.
@@ -705,7 +440,7 @@ class ChatTemplate:
                 raise InvalidRequestError(
                     f"special token {key!r} is {value!r}; give a string or a {{'content': ...}} dict"
                 )
-        self._family: Family = _check_family(family) if family is not None else (infer_family(source) or "chatml")
+        self._family: Family = check_family(family) if family is not None else (infer_family(source) or "chatml")
         try:
             self._template = _compile(source)
         except jinja2.exceptions.TemplateSyntaxError as exc:
@@ -762,7 +497,7 @@ class ChatTemplate:
                 source_name=name,
                 package_name=pkg.name,
             )
-        fam = _check_family(family) if family is not None else type_family
+        fam = check_family(family) if family is not None else type_family
         file = FALLBACK_TEMPLATES[fam]
         message = (
             f"model package {pkg.name} has no chat template (no chat_template.jinja, chat_template.json or "
@@ -842,6 +577,11 @@ class ChatTemplate:
     def end_of_turn(self) -> list[str]:
         """The strings that end an assistant turn in this family's format."""
         return end_of_turn_markers(self._family)
+
+    @property
+    def calls_tools(self) -> bool:
+        """Whether calls with tools work: the template renders tools and the family has a call format."""
+        return self.supports_tools and has_tool_calls(self._family)
 
     @property
     def tool_call_markers(self) -> tuple[str, str] | None:
@@ -970,27 +710,6 @@ class ChatTemplate:
             ) from exc
         finally:
             _render_state.deadline = None
-
-    # ------------------------------------------------------------------ parsing
-    def split_reasoning(self, text: str) -> tuple[str | None, str]:
-        """Split reasoning from the answer when this family has reasoning (else ``(None, text)``)."""
-        markers = self.reasoning_markers
-        return split_reasoning(text, markers=markers) if markers else (None, text)
-
-    def parse_tool_calls(self, text: str, *, tool_names: Collection[str] | None = None) -> tuple[str, list[ToolCall]]:
-        """:func:`parse_tool_calls` with this template's family."""
-        return parse_tool_calls(text, self._family, tool_names=tool_names)
-
-    def parse_output(self, text: str, *, tool_names: Collection[str] | None = None) -> ParsedOutput:
-        """Split a complete answer into reasoning, content and tool calls.
-
-        Args:
-            text: the model's answer, special tokens removed.
-            tool_names: when given, only calls to these tools count.
-        """
-        reasoning, rest = self.split_reasoning(text)
-        content, calls = self.parse_tool_calls(rest, tool_names=tool_names)
-        return ParsedOutput(reasoning=reasoning, content=content, tool_calls=calls)
 
 
 def _looks_like_file(text: str) -> bool:

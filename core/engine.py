@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -68,7 +68,7 @@ class Completion(Chunk):
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
-            self.dropped_messages = chunk.dropped_messages
+            self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
 
 
 def aggregate(chunks: Iterator[Chunk]) -> Completion:
@@ -87,16 +87,11 @@ STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 _POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
 
 
-class _Retry(Exception):
-    """The worker died before the call produced output: send it again."""
-
-
 class _Pending:
     """One call in flight, seen from its caller: what the sync and the async wait decide.
 
-    The backend puts items ``(kind, value)``: ``("chunk", Chunk)``, ``("end", None)``,
-    ``("error", exception)`` or ``("retry", None)`` (the worker died before any output and
-    the call may be sent again). :meth:`take` turns an item into a chunk, the end (None) or
+    The backend puts items ``(kind, value)``: ``("chunk", Chunk)``, ``("end", None)`` or
+    ``("error", exception)``. :meth:`take` turns an item into a chunk, the end (None) or
     an exception; :meth:`waited` runs when nothing arrived within :meth:`wait_slice`.
     """
 
@@ -133,15 +128,13 @@ class _Pending:
         """The chunk an item carries, or None at the end.
 
         Raises:
-            _Retry: the call goes to a new worker; the call's own error otherwise.
+            the call's error.
         """
         kind, value = item
         if kind == "chunk":
             self.control.tokens += len(value.token_ids)
             self.control.idle_since = time.monotonic()
             return value  # type: ignore[no-any-return]
-        if kind == "retry":
-            raise _Retry
         self.done = True
         if kind == "end":
             if self.control.preempted:
@@ -207,7 +200,7 @@ class _Backend:
     def finish(self, call: _Pending) -> None:
         raise NotImplementedError
 
-    def stream(self, request: Request) -> Iterator[Chunk]:
+    def stream(self, request: Request) -> Generator[Chunk, None, None]:
         q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         call = _Pending(self, request)
         call.put = q.put
@@ -215,20 +208,12 @@ class _Backend:
             self.ensure_loaded()
             call.control.start_clock()
             self.launch(call)
-            while True:
-                try:
-                    chunk = call.take(_get(q, call))
-                except _Retry:
-                    self.ensure_loaded()
-                    self.launch(call)
-                    continue
-                if chunk is None:
-                    return
+            while (chunk := call.take(_get(q, call))) is not None:
                 yield chunk
         finally:
             self.finish(call)
 
-    async def astream(self, request: Request) -> AsyncIterator[Chunk]:
+    async def astream(self, request: Request) -> AsyncGenerator[Chunk, None]:
         loop = asyncio.get_running_loop()
         aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         call = _Pending(self, request)
@@ -244,15 +229,7 @@ class _Backend:
             await loop.run_in_executor(None, self.ensure_loaded)
             call.control.start_clock()
             self.launch(call)
-            while True:
-                try:
-                    chunk = call.take(await _aget(aq, call))
-                except _Retry:
-                    await loop.run_in_executor(None, self.ensure_loaded)
-                    self.launch(call)
-                    continue
-                if chunk is None:
-                    return
+            while (chunk := call.take(await _aget(aq, call))) is not None:
                 yield chunk
         finally:
             self.finish(call)
@@ -469,8 +446,10 @@ class _WorkerBackend(_Backend):
                     call.put(("chunk", msg[2]))
                 elif kind == "end":
                     call.put(("end", None))
+                elif call.may_retry(msg[2]):
+                    threading.Thread(target=self._resend, args=(call,), daemon=True).start()
                 else:
-                    call.put(("retry", None) if call.may_retry(msg[2]) else ("error", msg[2]))
+                    call.put(("error", msg[2]))
 
             call.rid = self._register(handler)
         control, request = call.control, call.request
@@ -478,6 +457,15 @@ class _WorkerBackend(_Backend):
         self._streams[call.rid] = control
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
         self._send(("stream", call.rid, messages, request.options, control.timeout))
+
+    def _resend(self, call: _Pending) -> None:
+        """Send a call whose worker died before any output to a new worker (unless its caller left)."""
+        try:
+            if call.rid in self._handlers:
+                self.ensure_loaded()
+                self.launch(call)
+        except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
+            call.put(("error", exc))
 
     def on_wait(self, call: _Pending) -> None:
         """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
@@ -583,6 +571,7 @@ class Engine:
         self.template = ChatTemplate.for_package(self.package)
         self._backend: _InlineBackend | _WorkerBackend | None = None
         self._backend_lock = threading.Lock()
+        self._templates: dict[str, ChatTemplate] = {}
 
     @classmethod
     def get(
@@ -620,6 +609,15 @@ class Engine:
         """The package's context budget."""
         return self.package.budget
 
+    def template_for(self, chat_template: str | None = None) -> ChatTemplate:
+        """The template a call with ``chat_template`` renders with (the package's when None)."""
+        if not chat_template:
+            return self.template
+        with self._backend_lock:
+            if chat_template not in self._templates:
+                self._templates[chat_template] = ChatTemplate.for_package(self.package, override=chat_template)
+            return self._templates[chat_template]
+
     @property
     def backend(self) -> _InlineBackend | _WorkerBackend:
         """The inline session or the worker connection (created on first use)."""
@@ -629,7 +627,7 @@ class Engine:
             return self._backend
 
     # -- generation
-    def run(self, request: Request) -> Iterator[Chunk]:
+    def run(self, request: Request) -> Generator[Chunk, None, None]:
         """Stream the answer to ``request``; closing the iterator cancels the generation.
 
         A call whose worker process died before it produced output is sent to a new worker
@@ -637,7 +635,7 @@ class Engine:
         """
         return self.backend.stream(request)
 
-    def arun(self, request: Request) -> AsyncIterator[Chunk]:
+    def arun(self, request: Request) -> AsyncGenerator[Chunk, None]:
         """Async twin of :meth:`run`; cancelling the task cancels the generation."""
         return self.backend.astream(request)
 

@@ -36,6 +36,7 @@ from .errors import (
     RuntimeNotAvailableError,
     StreamAbandonedError,
 )
+from .formats import parse_tool_calls
 from .images import IMAGE_TYPES, prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, resolve_search
@@ -430,6 +431,7 @@ class Session:
     def _token_bytes(self) -> TokenBytes | None:
         self.load()
         return self._bytes
+
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` (special tokens skipped; invalid bytes become U+FFFD, nothing is dropped).
 
@@ -713,7 +715,9 @@ class Session:
             tool_markers=tpl.tool_call_markers if prep.tools else None,
             json_tool_calls=bool(prep.tools) and tpl.tool_call_markers is None,
             parse_tool_calls=(
-                functools.partial(tpl.parse_tool_calls, tool_names=[t["function"]["name"] for t in prep.tools])
+                functools.partial(
+                    parse_tool_calls, family=tpl.family, tool_names=[t["function"]["name"] for t in prep.tools]
+                )
                 if prep.tools
                 else None
             ),
@@ -838,6 +842,7 @@ class Session:
             plan=plan,
             token_ids=pending,
             dropped_messages=prep.dropped_messages,
+            stop_sequence=parser.stop_sequence,
         )
 
     def _discard(self, generator: Any) -> None:

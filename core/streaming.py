@@ -86,6 +86,8 @@ class Chunk:
     token_ids: list[int] = field(default_factory=list)
     dropped_messages: int = 0
     """Old turns left out to fit the prompt limit (overflow policy ``drop_oldest``)."""
+    stop_sequence: str | None = None
+    """The stop string that ended the answer (last chunk; None when none did)."""
 
 
 class IncrementalDecoder:
@@ -248,6 +250,11 @@ class OutputParser:
     def stopped(self) -> bool:
         """A stop string was found: generation should end."""
         return self._stop.stopped
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """The stop string that was found, if one was."""
+        return self._stop.matched
 
     def _markers(self) -> list[str]:
         if self._state == "reasoning" and self._reasoning:

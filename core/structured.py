@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidRequestError
+from .formats import call_framing
 from .messages import normalize_tools
 from .options import Guidance
 
@@ -309,14 +310,7 @@ def tool_call_guidance(
         if not normalized:
             known = ", ".join(t["function"]["name"] for t in normalize_tools(list(tools)))
             raise InvalidRequestError(f"tool_choice names {name!r}, which is not a bound tool; bound tools: {known}")
-    if family in ("qwen3", "chatml"):
-        head, args_key, tail = "<tool_call>\n", "arguments", "}\n</tool_call>"
-    elif family == "llama3":
-        head, args_key, tail = "", "parameters", "}"
-    else:
-        raise InvalidRequestError(
-            f"the {family!r} chat template has no tool-call format; use a Llama 3.2 or Qwen3 package for tools"
-        )
+    head, args_key, tail = call_framing(family)
     rules = []
     alternatives = []
     for i, tool in enumerate(normalized):

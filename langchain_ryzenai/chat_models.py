@@ -1,571 +1,67 @@
 """LangChain chat model on Ryzen AI model packages: :class:`ChatRyzenAI`.
 
-Data flow of one call (``invoke``, ``stream``, ``batch`` and their async twins)::
+The face maps LangChain's vocabulary onto the core's :class:`~ryzenai_core.Request` and the
+core's chunks back; every decision about the call (template, tools, forced calls and response
+formats as grammars, budgets, thinking, retries, timeouts) is the core's::
 
-    LangChain messages ──► _to_core_messages() ──► ryzenai_core ChatMessage list
-    fields + per-call kwargs ──► ChatRyzenAI._prepare() ──► _Call(engine, GenerationOptions)
-        tools (bind_tools)          -> options.tools, rendered by the package's chat template
-        tool_choice any/name        -> options.guidance = tool_call_guidance(...)
-        response_format json_schema -> options.guidance = json_schema_guidance(schema, budget)
-    Engine.stream / Engine.astream (worker process by default) ──► core Chunk
-        ──► _generation_chunk() ──► ChatGenerationChunk(AIMessageChunk)
+    LangChain messages ──► to_core_messages() ─────────┐
+    fields + call kwargs + model_kwargs ──► _options ──┴─► Request(messages, GenerationOptions)
+        tools, tool_choice, response_format, chat_template, sampling, limits as typed options
+    Engine.run / Engine.arun (worker process by default) ──► core Chunk
+        ──► generation_chunk() ──► ChatGenerationChunk(AIMessageChunk)
               text      -> content
-              reasoning -> additional_kwargs["reasoning_content"] (a reasoning content block)
+              reasoning -> additional_kwargs["reasoning_content"]
               last      -> tool_call_chunks, usage_metadata, response_metadata, chunk_position="last"
 
 ``_generate`` / ``_agenerate`` are aggregates of ``_stream`` / ``_astream``: there is one
-code path. Everything about OGA, templates, budgets and tokens stays in ``ryzenai_core``.
+code path.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
-import pydantic
-import pydantic.v1
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
-from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.language_models.base import LangSmithParams
 from langchain_core.language_models.chat_models import agenerate_from_stream, generate_from_stream
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
-from langchain_core.messages import ChatMessage as LCChatMessage
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.messages.tool import tool_call_chunk
-from langchain_core.output_parsers import (
-    JsonOutputKeyToolsParser,
-    PydanticToolsParser,
-)
-from langchain_core.output_parsers.transform import BaseCumulativeTransformOutputParser
-from langchain_core.outputs import ChatGenerationChunk, ChatResult, Generation
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.output_parsers import JsonOutputKeyToolsParser, PydanticToolsParser
+from langchain_core.outputs import ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
 from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
-from langchain_core.utils.json import parse_partial_json
 from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
-from ryzenai_core import (
-    ChatMessage,
-    ChatTemplate,
-    Chunk,
-    Engine,
-    GenerationError,
-    InvalidRequestError,
-    ToolCall,
-    WorkerDiedError,
-)
-from ryzenai_core.options import GenerationOptions, validated_options
+from ryzenai_core import Engine, InvalidRequestError, Request
+from ryzenai_core.options import validated_options
 from ryzenai_core.session import check_runtime_settings
-from ryzenai_core.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
+
+from ._convert import PROVIDER, generation_chunk, to_core_messages
+from ._options import (
+    _CALL_OPTIONS,
+    CALL_KWARGS,
+    OPTION_NAMES,
+    _close_match,
+    _generation_option,
+    _given_twice,
+    _init_kwargs,
+    _model_name,
+    _normalised,
+)
+from ._parsers import StrictJsonOutputParser
 
 __all__ = ["ChatRyzenAI"]
 
 logger = logging.getLogger(__name__)
 
-PROVIDER = "ryzenai"
-
-#: Keyword arguments a call accepts (``invoke(..., **kwargs)``, ``bind(**kwargs)``).
-CALL_KWARGS = frozenset(
-    {
-        "chat_template",
-        "enable_thinking",
-        "guidance",
-        "kv_reuse",
-        "max_tokens",
-        "model",
-        "model_kwargs",
-        "model_name",
-        "overflow",
-        "reasoning",
-        "repetition_penalty",
-        "response_format",
-        "seed",
-        "temperature",
-        "timeout",
-        "tool_choice",
-        "tools",
-        "top_k",
-        "top_p",
-    }
-)
-
-#: Other names of per-call options, as other runtimes and providers spell them (accepted in ``model_kwargs``).
-_OPTION_ALIASES = {
-    "max_new_tokens": "max_tokens",
-    "max_completion_tokens": "max_tokens",
-    "max_output_tokens": "max_tokens",
-    "random_seed": "seed",
-    "stop_sequences": "stop",
-    "reasoning": "enable_thinking",
-    "model_name": "model",
-}
-
-_BEAM_SEARCH = "beam search is not supported (decoding is greedy or sampled); leave it out"
-#: Generation options of other runtimes and providers that ChatRyzenAI does not have, and what to use instead.
-_UNSUPPORTED_OPTIONS = {
-    "max_length": (
-        "onnxruntime-genai's max_length counts prompt + new tokens and ChatRyzenAI sets it from the package's "
-        "budget; use max_tokens (new tokens)"
-    ),
-    "min_length": "a minimum answer length is not supported; leave it out",
-    "min_new_tokens": "a minimum answer length is not supported; leave it out",
-    "do_sample": "use temperature=0 for greedy decoding, a positive temperature to sample",
-    "num_beams": _BEAM_SEARCH,
-    "length_penalty": _BEAM_SEARCH,
-    "early_stopping": _BEAM_SEARCH,
-    "diversity_penalty": _BEAM_SEARCH,
-    "num_return_sequences": "a call returns one answer; use batch() for several",
-    "n": "a call returns one answer; use batch() for several",
-    "presence_penalty": "use repetition_penalty",
-    "frequency_penalty": "use repetition_penalty",
-    "no_repeat_ngram_size": "use repetition_penalty",
-    "min_p": "use top_p or top_k",
-    "typical_p": "use top_p or top_k",
-    "num_predict": "use max_tokens",
-    "num_ctx": "the context window is the package's (response_metadata['budget_plan']['window'])",
-    "logprobs": "token log-probabilities are not reported",
-    "top_logprobs": "token log-probabilities are not reported",
-    "logit_bias": "constrain the output with response_format or with_structured_output",
-}
-#: Names the chat template gets from ChatRyzenAI itself, which a template variable cannot replace.
-_RESERVED_TEMPLATE_VARS = {
-    "messages": "the conversation itself; pass the messages to invoke()",
-    "add_generation_prompt": "set by ChatRyzenAI (True: the prompt opens the answer)",
-}
-
-#: Options a call takes by keyword or inside ``model_kwargs``, each with every keyword that names it.
-_CALL_OPTIONS: dict[str, tuple[str, ...]] = {
-    **{name: (name,) for name in CALL_KWARGS - {"model_kwargs", "reasoning", "model_name"}},
-    "enable_thinking": ("enable_thinking", "reasoning"),
-    "model": ("model", "model_name"),
-    "stop": ("stop",),
-}
-
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_UNSUPPORTED_BLOCKS = frozenset({"audio", "input_audio", "file", "video", "document", "text-plain", "image_file"})
-_IMAGE_BLOCKS = frozenset({"image", "image_url"})
-_REASONING_BLOCKS = {"reasoning": "reasoning", "thinking": "thinking"}
-_TOOL_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "tool_call_chunk"})
-# Assistant blocks with nothing a local template can render (redacted or another provider's server-side tools).
-_SKIPPED_ASSISTANT_BLOCKS = frozenset(
-    {"redacted_thinking", "invalid_tool_call", "server_tool_call", "server_tool_call_chunk", "server_tool_result"}
-)
-
 ToolChoice = str | bool | dict[str, Any] | None
-
-
-# ---------------------------------------------------------------------- pure helpers
-def _model_name(model: Any) -> str:
-    """The model as the caller named it: a path as given, a repository id, an embedded model's name."""
-    return os.fspath(model) if isinstance(model, os.PathLike) else str(model)
-
-
-def _close_match(name: str, names: Iterable[str]) -> str | None:
-    """The name among ``names`` that ``name`` is most likely a misspelling of, if any."""
-    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
-    return match[0] if match else None
-
-
-def _generation_option(key: str, value: Any) -> str:
-    """The per-call option a ``model_kwargs`` key names (after ``_OPTION_ALIASES``), or ``""``.
-
-    Raises:
-        InvalidRequestError: a generation option ChatRyzenAI does not have, or a name the template
-            gets from ChatRyzenAI itself.
-    """
-    if key in _UNSUPPORTED_OPTIONS:
-        raise InvalidRequestError(
-            f"model_kwargs[{key!r}]={value!r} is a generation option ChatRyzenAI does not have: "
-            f"{_UNSUPPORTED_OPTIONS[key]}"
-        )
-    if key in _RESERVED_TEMPLATE_VARS:
-        raise InvalidRequestError(
-            f"model_kwargs[{key!r}] cannot be a chat-template variable: it is {_RESERVED_TEMPLATE_VARS[key]}"
-        )
-    name = _OPTION_ALIASES.get(key, key)
-    return name if name in _CALL_OPTIONS else ""
-
-
-def _given_twice(name: str, first: str, first_value: Any, key: str, value: Any) -> InvalidRequestError:
-    return InvalidRequestError(
-        f"{name} is given twice: {first}={first_value!r} and model_kwargs[{key!r}]={value!r}; give it once "
-        f"(model_kwargs carries generation options as well as chat-template variables)"
-    )
-
-
-def _blocks(
-    content: str | list[str | dict[str, Any]], role: str
-) -> tuple[str | list[dict[str, Any]], str, list[ToolCall]]:
-    """LangChain content to core content: ``(text or parts, reasoning, tool calls from blocks)``.
-
-    Text blocks are joined into one string (templates expect string content); image blocks
-    become core image parts (the core says whether the package can see them); reasoning and
-    tool-call blocks of assistant turns are split out.
-
-    Raises:
-        InvalidRequestError: a content block this library cannot send to a text model.
-    """
-    if isinstance(content, str):
-        return content, "", []
-    texts: list[str] = []
-    images: list[dict[str, Any]] = []
-    reasoning: list[str] = []
-    calls: list[ToolCall] = []
-    for block in content:
-        if isinstance(block, str):
-            texts.append(block)
-            continue
-        if not isinstance(block, dict):
-            raise InvalidRequestError(f"content block {block!r} of a {role} message is neither a string nor a dict")
-        kind = block.get("type")
-        if kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind in _IMAGE_BLOCKS:
-            images.append({**block, "type": kind})
-        elif kind in _REASONING_BLOCKS and role == "assistant":
-            text = block.get(_REASONING_BLOCKS[kind])
-            if isinstance(text, str):
-                reasoning.append(text)
-        elif kind in _SKIPPED_ASSISTANT_BLOCKS and role == "assistant":
-            continue
-        elif kind in _TOOL_CALL_BLOCKS and role == "assistant":
-            name = block.get("name")
-            args = block.get("input", block.get("args", block.get("arguments", {})))
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args) if args.strip() else {}
-                except json.JSONDecodeError:
-                    args = None
-            if isinstance(name, str) and isinstance(args, dict):
-                calls.append(ToolCall(name=name, arguments=args, id=str(block.get("id") or "")))
-        else:
-            what = "audio, video, files and documents" if kind in _UNSUPPORTED_BLOCKS else f"{kind!r} blocks"
-            raise InvalidRequestError(
-                f"a {role} message has a content block of type {kind!r}; ChatRyzenAI sends text (and images "
-                f"to packages with a vision model), not {what}. Send the content as text."
-            )
-    text = "".join(texts)
-    if images:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-        return parts + images, "\n".join(reasoning), calls
-    return text, "\n".join(reasoning), calls
-
-
-def _to_core_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:
-    """LangChain messages to core messages (system, user, assistant with tool calls, tool results).
-
-    Raises:
-        InvalidRequestError: a message type or role the chat templates cannot render.
-    """
-    out: list[ChatMessage] = []
-    call_names: dict[str, str] = {}
-    for i, message in enumerate(messages):
-        if isinstance(message, SystemMessage):
-            content, _, _ = _blocks(message.content, "system")
-            out.append(ChatMessage("system", content))
-        elif isinstance(message, HumanMessage):
-            content, _, _ = _blocks(message.content, "user")
-            out.append(ChatMessage("user", content))
-        elif isinstance(message, AIMessage):
-            content, reasoning, block_calls = _blocks(message.content, "assistant")
-            kw_reasoning = message.additional_kwargs.get("reasoning_content")
-            if isinstance(kw_reasoning, str):
-                reasoning = kw_reasoning
-            calls = [
-                ToolCall(name=c["name"], arguments=dict(c["args"]), id=c.get("id") or "") for c in message.tool_calls
-            ]
-            calls = calls or block_calls
-            call_names.update({c.id: c.name for c in calls if c.id})
-            out.append(ChatMessage("assistant", content, tool_calls=calls, reasoning=reasoning or None))
-        elif isinstance(message, ToolMessage):
-            content, _, _ = _blocks(message.content, "tool")
-            if not isinstance(content, str):
-                raise InvalidRequestError(
-                    f"tool result {message.tool_call_id!r} holds images; ChatRyzenAI sends tool results as text"
-                )
-            name = message.name or call_names.get(message.tool_call_id)
-            out.append(ChatMessage("tool", content, tool_call_id=message.tool_call_id, name=name))
-        elif isinstance(message, LCChatMessage):
-            role = {"human": "user", "ai": "assistant"}.get(message.role, message.role)
-            if role not in ("system", "user", "assistant"):
-                raise InvalidRequestError(
-                    f"message #{i} has role {message.role!r}; ChatRyzenAI renders system, user (human), "
-                    "assistant (ai) and tool messages (use ToolMessage for tool results)"
-                )
-            content, _, _ = _blocks(message.content, role)
-            out.append(ChatMessage(role, content))
-        else:
-            raise InvalidRequestError(
-                f"message #{i} is a {type(message).__name__}, which ChatRyzenAI cannot render; use SystemMessage, "
-                "HumanMessage, AIMessage (with tool_calls) or ToolMessage"
-            )
-    return out
-
-
-def _tool_choice(choice: ToolChoice, tools: Sequence[Mapping[str, Any]]) -> tuple[bool, bool, str | None]:
-    """``(send_tools, forced, name)`` for a LangChain ``tool_choice``; ``name`` None lets the model pick.
-
-    Raises:
-        InvalidRequestError: an unknown form, or a name that is not a bound tool.
-    """
-    if isinstance(choice, dict):
-        kind = choice.get("type")
-        if kind == "function" and isinstance(choice.get("function"), dict):
-            choice = choice["function"].get("name")
-        elif kind == "tool":
-            choice = choice.get("name")
-        elif kind in ("auto", "any", "none", "required"):
-            choice = kind
-        else:
-            raise InvalidRequestError(
-                f"tool_choice {choice!r} is not understood; use 'auto', 'any', 'none', a tool name, or "
-                "{'type': 'function', 'function': {'name': ...}}"
-            )
-    if choice is None or choice == "auto":
-        return True, False, None
-    if choice is False or choice == "none":
-        return False, False, None
-    if choice is True or choice in ("any", "required"):
-        return True, True, None
-    if not isinstance(choice, str):
-        raise InvalidRequestError(f"tool_choice {choice!r} is not understood; use 'auto', 'any', 'none' or a tool name")
-    names = [str(t.get("function", t).get("name")) for t in tools]
-    if choice not in names:
-        raise InvalidRequestError(
-            f"tool_choice names {choice!r}, which is not a bound tool; bound tools: {', '.join(names) or 'none'}"
-        )
-    return True, True, choice
-
-
-def _response_schema(response_format: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON schema of ``response_format`` (None for ``{"type": "json_object"}``).
-
-    Raises:
-        InvalidRequestError: an unknown form.
-    """
-    kind = response_format.get("type")
-    if kind == "json_object":
-        return None
-    if kind == "json_schema":
-        schema = response_format.get("schema")
-        if schema is None and isinstance(response_format.get("json_schema"), Mapping):
-            schema = response_format["json_schema"].get("schema")
-        if isinstance(schema, Mapping):
-            return dict(schema)
-    raise InvalidRequestError(
-        f"response_format {dict(response_format)!r} is not understood; use {{'type': 'json_schema', 'schema': "
-        "{...}} or {'type': 'json_object'}"
-    )
-
-
-def _usage(chunk: Chunk) -> UsageMetadata | None:
-    if chunk.usage is None:
-        return None
-    reused = chunk.timings.reused_prompt_tokens if chunk.timings is not None else 0
-    return UsageMetadata(
-        input_tokens=chunk.usage.prompt_tokens,
-        output_tokens=chunk.usage.completion_tokens,
-        total_tokens=chunk.usage.total_tokens,
-        input_token_details={"cache_read": reused},
-    )
-
-
-def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
-    """What the last chunk reports: why it ended, which package, timings and the budget plan."""
-    meta: dict[str, Any] = {
-        "model_name": model_name,
-        "model_provider": PROVIDER,
-        "finish_reason": chunk.finish_reason,
-        "stop_reason": _STOP_REASONS.get(str(chunk.finish_reason), chunk.finish_reason),
-    }
-    if chunk.timings is not None:
-        meta["timings"] = chunk.timings.to_dict()
-    if chunk.plan is not None:
-        meta["budget_plan"] = chunk.plan.to_dict()
-    meta["dropped_messages"] = chunk.dropped_messages
-    return meta
-
-
-def _generation_chunk(chunk: Chunk, model_name: str) -> ChatGenerationChunk:
-    """A core chunk as a LangChain chunk (the last one carries calls, usage and metadata)."""
-    additional: dict[str, Any] = {"reasoning_content": chunk.reasoning} if chunk.reasoning else {}
-    if chunk.finish_reason is None:
-        message = AIMessageChunk(
-            content=chunk.text, additional_kwargs=additional, response_metadata={"model_provider": PROVIDER}
-        )
-        return ChatGenerationChunk(message=message)
-    meta = _response_metadata(chunk, model_name)
-    message = AIMessageChunk(
-        content=chunk.text,
-        additional_kwargs=additional,
-        tool_call_chunks=[
-            tool_call_chunk(name=c.name, args=json.dumps(c.arguments, ensure_ascii=False), id=c.id or None, index=i)
-            for i, c in enumerate(chunk.tool_calls)
-        ],
-        usage_metadata=_usage(chunk),
-        response_metadata=meta,
-        chunk_position="last",
-    )
-    return ChatGenerationChunk(message=message, generation_info={"finish_reason": chunk.finish_reason})
-
-
-class _StrictJsonOutputParser(BaseCumulativeTransformOutputParser[Any]):
-    """JSON output, validated into ``pydantic_object`` when one is given.
-
-    Partial objects while streaming (as LangChain's JSON parsers do); the final result is
-    parsed with strict ``json.loads``. LangChain's own parsers repair cut-off JSON; a cut-off
-    answer here is an error instead.
-    """
-
-    pydantic_object: Any = None
-    """A pydantic (v2 or v1) class to validate into, or None for plain JSON."""
-
-    @property
-    def _type(self) -> str:
-        return "ryzenai_strict_json"
-
-    def parse(self, text: str) -> Any:
-        """Parse (and validate) a whole answer."""
-        return self._validate(_strict_json(text))
-
-    def parse_result(self, result: list[Generation], *, partial: bool = False) -> Any:
-        """Parse (and validate) the model's text; strictly unless ``partial``."""
-        if not partial:
-            return self.parse(result[0].text)
-        try:
-            obj = parse_partial_json(result[0].text)
-        except json.JSONDecodeError:
-            return None
-        if obj is None or self.pydantic_object is None:
-            return obj
-        try:
-            return self._validate(obj)
-        except OutputParserException:
-            return None  # not a whole object yet
-
-    def _validate(self, obj: Any) -> Any:
-        model = self.pydantic_object
-        if model is None:
-            return obj
-        try:
-            if issubclass(model, pydantic.BaseModel):
-                return model.model_validate(obj)
-            return model.parse_obj(obj)  # a pydantic.v1 model
-        except (pydantic.ValidationError, pydantic.v1.ValidationError) as exc:
-            text = json.dumps(obj, ensure_ascii=False)
-            raise OutputParserException(
-                f"Failed to parse {model.__name__} from completion {text}: {exc}", llm_output=text
-            ) from exc
-
-
-def _strict_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise OutputParserException(
-            f"the model's answer is not one complete JSON value ({exc}); cut-off JSON is not repaired",
-            llm_output=text,
-        ) from exc
-
-
-@dataclass
-class _Call:
-    """One prepared generation."""
-
-    engine: Engine
-    messages: list[ChatMessage]
-    options: GenerationOptions
-    timeout: float | None
-    model_name: str
-
-
-def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """Each field with every name the constructor takes for it (the name, its alias and validation aliases)."""
-    out: dict[str, tuple[str, ...]] = {}
-    for name in fields:
-        info = cls.model_fields[name]
-        names = [name]
-        if info.alias:
-            names.append(info.alias)
-        if isinstance(info.validation_alias, str):
-            names.append(info.validation_alias)
-        elif isinstance(info.validation_alias, AliasChoices):
-            names.extend(c for c in info.validation_alias.choices if isinstance(c, str))
-        out[name] = tuple(dict.fromkeys(names))
-    return out
-
-
-def _init_kwargs(cls: type[ChatRyzenAI], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Constructor arguments, checked, with the generation options of ``model_kwargs`` moved to their fields.
-
-    Raises:
-        InvalidRequestError: an unknown parameter; an option given both directly and in
-            ``model_kwargs`` with different values; an option ChatRyzenAI does not have.
-    """
-    every = _field_names(cls, cls.model_fields)
-    accepted = {n for names in every.values() for n in names}
-    unknown = [k for k in kwargs if k not in accepted]
-    if unknown:
-        own = sorted(set(cls.model_fields) - set(BaseChatModel.model_fields) - {"api_key", "base_url"})
-        problems = []
-        for key in unknown:
-            match = _close_match(key, accepted)
-            problems.append(
-                f"{cls.__name__} got an unknown parameter {key!r}" + (f"; did you mean {match!r}?" if match else ".")
-            )
-        raise InvalidRequestError(
-            " ".join(problems) + f" {cls.__name__} takes {', '.join(own)} (and LangChain's callbacks, tags, "
-            "metadata, cache, rate_limiter, ...); chat-template variables go in model_kwargs."
-        )
-    extra = kwargs.get("model_kwargs")
-    if not isinstance(extra, Mapping) or not extra:
-        return kwargs
-    fields = set(cls.model_fields) - set(BaseChatModel.model_fields) - {"model_kwargs", "api_key", "base_url"}
-    own_names = _field_names(cls, fields)
-    field_of = {n: field for field, names in own_names.items() for n in names}
-    out = dict(kwargs)
-    kept: dict[str, Any] = {}
-    lifted: dict[str, tuple[str, Any]] = {}
-    for key, value in extra.items():
-        _generation_option(key, value)  # refuses what ChatRyzenAI does not have
-        field = field_of.get(_OPTION_ALIASES.get(key) or key)
-        if field is None:
-            kept[key] = value  # a chat-template variable, or a call option such as tools (taken per call)
-            continue
-        value = _normalised(field, value)
-        if field in lifted and lifted[field][1] != value:
-            first_key, first_value = lifted[field]
-            raise _given_twice(field, f"model_kwargs[{first_key!r}]", first_value, key, value)
-        lifted[field] = (key, value)
-        for name in own_names[field]:
-            given = _normalised(field, kwargs.get(name))
-            if given is not None and given != value:
-                raise _given_twice(field, name, kwargs[name], key, value)
-            out.pop(name, None)
-        out[field] = value
-    out["model_kwargs"] = kept
-    return out
-
-
-def _normalised(name: str, value: Any) -> Any:
-    """``stop`` as a list (one string may be given); other values as they are."""
-    return [value] if name == "stop" and isinstance(value, str) else value
 
 
 # ---------------------------------------------------------------------- the chat model
@@ -871,20 +367,8 @@ class ChatRyzenAI(BaseChatModel):
         out["model_kwargs"] = template
         return stop, out
 
-    def _template_values(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        chat_template = kwargs.get("chat_template") or self.chat_template
-        values = dict(kwargs.get("model_kwargs") or {})
-        if chat_template:
-            values["chat_template"] = chat_template
-        return values
-
-    def _option_values(self, stop: list[str] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """Generation options of one call: per-call kwargs (and ``model_kwargs``) over fields; None left out."""
-        stop, kwargs = self._call_kwargs(stop, kwargs)
-        return self._options(stop, kwargs)
-
     def _options(self, stop: list[str] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`_option_values` of kwargs that :meth:`_call_kwargs` already resolved."""
+        """Core options of one call from kwargs :meth:`_call_kwargs` resolved: per call over fields."""
 
         def pick(name: str, *aliases: str) -> Any:
             for key in (name, *aliases):
@@ -902,96 +386,33 @@ class ChatRyzenAI(BaseChatModel):
             "enable_thinking": pick("enable_thinking", "reasoning"),
             "kv_reuse": pick("kv_reuse"),
             "overflow": pick("overflow"),
+            "chat_template": pick("chat_template"),
             "stop": stop if stop is not None else self.stop,
-            "template_vars": self._template_values(kwargs),
+            "template_vars": kwargs.get("model_kwargs") or {},
+            "tools": [convert_to_openai_tool(t) for t in kwargs.get("tools") or []],
+            "tool_choice": kwargs.get("tool_choice"),
+            "response_format": kwargs.get("response_format"),
+            "guidance": kwargs.get("guidance"),
+            "option_names": OPTION_NAMES,
         }
-        return {k: v for k, v in values.items() if v is not None and v != {} and v != []}
+        return {k: v for k, v in values.items() if v is not None}
 
-    def _prepare(self, messages: Sequence[BaseMessage], stop: list[str] | None, kwargs: Mapping[str, Any]) -> _Call:
-        """Messages, options and guidance of one call (no generation yet).
+    def _request(
+        self, messages: Sequence[BaseMessage], stop: list[str] | None, kwargs: Mapping[str, Any]
+    ) -> tuple[Engine, Request, str]:
+        """The engine, the core request and the model's name of one call (no generation yet).
 
         Raises:
             InvalidRequestError: an unknown keyword, bad options, messages or tools.
         """
         stop, kwargs = self._call_kwargs(stop, kwargs)
         model_name = self._requested(kwargs)
-        engine = self._engine(model_name)
-        values = self._options(stop, kwargs)
-        tools = [convert_to_openai_tool(t) for t in kwargs.get("tools") or []]
-        send_tools, forced, name = _tool_choice(kwargs.get("tool_choice"), tools)
-        if send_tools and tools:
-            values["tools"] = tools
-        guidance = kwargs.get("guidance")
-        response_format = kwargs.get("response_format")
-        wanted = [
-            w
-            for w, on in (
-                ("guidance", guidance),
-                ("response_format", response_format),
-                ("a forced tool_choice", forced),
-            )
-            if on
-        ]
-        if len(wanted) > 1:
-            raise InvalidRequestError(f"a call can constrain its output one way only; it got {' and '.join(wanted)}")
-        if forced or response_format is not None:
-            budget = values.get("max_new_tokens") or engine.budget.num_output
-            values["max_new_tokens"] = budget
-            if forced:
-                family = self._family(engine, values.get("template_vars", {}).get("chat_template"))
-                guidance = tool_call_guidance(family, tools, budget, name, count_tokens=engine.count_text)
-            elif not isinstance(response_format, Mapping):
-                raise InvalidRequestError(f"response_format must be a dict, got {type(response_format).__name__}")
-            else:
-                schema = _response_schema(response_format)
-                guidance = json_object_guidance(budget) if schema is None else json_schema_guidance(schema, budget)
-        if guidance is not None:
-            values["guidance"] = guidance
+        options = validated_options(**self._options(stop, kwargs))
         timeout = kwargs.get("timeout", self.timeout)
-        return _Call(engine, _to_core_messages(messages), validated_options(**values), timeout, model_name)
-
-    @staticmethod
-    def _family(engine: Engine, chat_template: str | None) -> str:
-        template = engine.template if not chat_template else ChatTemplate.for_package(engine.package, chat_template)
-        return str(template.family)
+        request = Request(to_core_messages(messages), options, timeout, self.max_retries)
+        return self._engine(model_name), request, model_name
 
     # ------------------------------------------------------------------ the one stream
-    def _chunks(self, call: _Call) -> Iterator[Chunk]:
-        """The core stream, started again (up to ``max_retries``) if the worker process died before any output."""
-        attempt = 0
-        while True:
-            started = False
-            try:
-                for chunk in call.engine.stream(call.messages, call.options, timeout=call.timeout):
-                    started = True
-                    yield chunk
-                return
-            except GenerationError as exc:
-                # Only a worker that died is worth a new attempt (on a new worker): timeouts,
-                # runtime errors and constrained output that did not close would fail again.
-                if started or attempt >= self.max_retries or not isinstance(exc, WorkerDiedError):
-                    raise
-                attempt += 1
-                logger.warning("ChatRyzenAI: %s; retrying (%d of %d)", exc, attempt, self.max_retries)
-
-    async def _achunks(self, call: _Call) -> AsyncIterator[Chunk]:
-        """Async twin of :meth:`_chunks`."""
-        attempt = 0
-        while True:
-            started = False
-            try:
-                async for chunk in call.engine.astream(call.messages, call.options, timeout=call.timeout):
-                    started = True
-                    yield chunk
-                return
-            except GenerationError as exc:
-                # Only a worker that died is worth a new attempt (on a new worker): timeouts,
-                # runtime errors and constrained output that did not close would fail again.
-                if started or attempt >= self.max_retries or not isinstance(exc, WorkerDiedError):
-                    raise
-                attempt += 1
-                logger.warning("ChatRyzenAI: %s; retrying (%d of %d)", exc, attempt, self.max_retries)
-
     def _stream(
         self,
         messages: list[BaseMessage],
@@ -999,9 +420,9 @@ class ChatRyzenAI(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        call = self._prepare(messages, stop, kwargs)
-        for chunk in self._chunks(call):
-            out = _generation_chunk(chunk, call.model_name)
+        engine, request, name = self._request(messages, stop, kwargs)
+        for chunk in engine.run(request):
+            out = generation_chunk(chunk, name)
             if run_manager is not None:
                 run_manager.on_llm_new_token(out.text, chunk=out)
             yield out
@@ -1014,9 +435,9 @@ class ChatRyzenAI(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         # Opening a package reads files and compiles its template: keep that off the event loop.
-        call = await run_in_executor(None, self._prepare, messages, stop, kwargs)
-        async for chunk in self._achunks(call):
-            out = _generation_chunk(chunk, call.model_name)
+        engine, request, name = await run_in_executor(None, self._request, messages, stop, kwargs)
+        async for chunk in engine.arun(request):
+            out = generation_chunk(chunk, name)
             if run_manager is not None:
                 await run_manager.on_llm_new_token(out.text, chunk=out)
             yield out
@@ -1070,11 +491,10 @@ class ChatRyzenAI(BaseChatModel):
         if not converted:
             return 0
         stop, kwargs = self._call_kwargs(None, {})
-        values = self._options(stop, kwargs)
-        tools = tools if tools is not None else kwargs.get("tools")
-        if tools:
-            values["tools"] = [convert_to_openai_tool(t) for t in tools]
-        return int(self._engine().count_tokens(_to_core_messages(converted), validated_options(**values)))
+        if tools is not None:
+            kwargs["tools"] = tools
+        options = validated_options(**self._options(stop, kwargs))
+        return int(self._engine().count_tokens(to_core_messages(converted), options))
 
     # ------------------------------------------------------------------ tools and structured output
     def bind_tools(
@@ -1100,7 +520,7 @@ class ChatRyzenAI(BaseChatModel):
             InvalidRequestError: ``tool_choice`` names a tool that is not bound.
         """
         formatted = [convert_to_openai_tool(t, strict=strict) for t in tools]
-        _tool_choice(tool_choice, formatted)
+        validated_options(tools=formatted, tool_choice=tool_choice)  # a name that is not bound fails here
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         return super().bind(tools=formatted, **kwargs)
@@ -1153,7 +573,7 @@ class ChatRyzenAI(BaseChatModel):
                 response_format = {"type": "json_object"}
                 ls_format["kwargs"] = {"method": method}
             llm = self.bind(response_format=response_format, ls_structured_output_format=ls_format)
-            parser = _StrictJsonOutputParser(pydantic_object=schema if is_pydantic else None)
+            parser = StrictJsonOutputParser(pydantic_object=schema if is_pydantic else None)
         else:
             raise ValueError(
                 f"method {method!r} is not supported; use 'json_schema', 'function_calling' or 'json_mode'"

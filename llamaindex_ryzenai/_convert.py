@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import ImageDocument, ImageNode
 
+from ryzenai_core.engine import Completion
 from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
@@ -164,25 +165,22 @@ class _Fold:
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
-        self.text = ""
-        self.reasoning = ""
-        self.calls: list[ToolCall] = []
+        self.answer = Completion()
 
     def message(self) -> ChatMessage:
+        answer = self.answer
         blocks: list[Any] = []
-        if self.reasoning:
-            blocks.append(ThinkingBlock(content=self.reasoning, additional_information={"format": "think-tags"}))
-        blocks.append(TextBlock(text=self.text))
+        if answer.reasoning:
+            blocks.append(ThinkingBlock(content=answer.reasoning, additional_information={"format": "think-tags"}))
+        blocks.append(TextBlock(text=answer.text))
         blocks.extend(
-            ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=dict(c.arguments)) for c in self.calls
+            ToolCallBlock(tool_call_id=c.id, tool_name=c.name, tool_kwargs=dict(c.arguments)) for c in answer.tool_calls
         )
         return ChatMessage(role=MessageRole.ASSISTANT, blocks=blocks)
 
     def add(self, chunk: Chunk) -> ChatResponse | None:
         """Fold one chunk; return the response to emit (None when the chunk brought nothing)."""
-        self.text += chunk.text
-        self.reasoning += chunk.reasoning
-        self.calls.extend(chunk.tool_calls)
+        self.answer.add(chunk)
         final = chunk.finish_reason is not None
         if not (final or chunk.text or chunk.reasoning or chunk.tool_calls):
             return None
@@ -192,21 +190,23 @@ class _Fold:
             extra["thinking_delta"] = chunk.reasoning
         if final:
             usage = chunk.usage.to_dict() if chunk.usage is not None else {}
-            budget = chunk.plan.to_dict() if chunk.plan is not None else None
+            plan = chunk.plan.to_dict() if chunk.plan is not None else None
             extra.update(usage)
             extra["finish_reason"] = chunk.finish_reason
-            extra["budget"] = budget
-            dropped = getattr(chunk, "dropped_messages", 0)
-            if dropped:
-                extra["dropped_messages"] = dropped
+            extra["budget_plan"] = plan
+            if chunk.dropped_messages:
+                extra["dropped_messages"] = chunk.dropped_messages
+            if chunk.stop_sequence is not None:
+                extra["stop_sequence"] = chunk.stop_sequence
             raw = {
                 "model": self.model_name,
                 "usage": usage,
                 "finish_reason": chunk.finish_reason,
-                "budget": budget,
-                "dropped_messages": dropped,
+                "stop_sequence": chunk.stop_sequence,
+                "budget_plan": plan,
+                "dropped_messages": chunk.dropped_messages,
                 "timings": chunk.timings.to_dict() if chunk.timings is not None else None,
-                "reasoning": self.reasoning or None,
+                "reasoning": self.answer.reasoning or None,
             }
         return ChatResponse(message=self.message(), delta=chunk.text, raw=raw, additional_kwargs=extra)
 
@@ -279,3 +279,45 @@ def image_blocks(documents: Sequence[Any]) -> list[ImageBlock]:
                 f"image document {n} is a {type(item).__name__}; pass ImageDocument / ImageNode objects or ImageBlocks"
             )
     return blocks
+
+
+def tool_spec(tool: Any) -> dict[str, Any]:
+    """A tool as an OpenAI function dict (LlamaIndex tools, or dicts as they are)."""
+    if isinstance(tool, dict):
+        return tool
+    metadata = getattr(tool, "metadata", None)
+    if metadata is None or not hasattr(metadata, "to_openai_tool"):
+        raise InvalidRequestError(
+            f"tool {tool!r} is neither a LlamaIndex tool nor an OpenAI function dict; "
+            "wrap the function with FunctionTool.from_defaults"
+        )
+    spec: dict[str, Any] = metadata.to_openai_tool(skip_length_check=True)
+    return spec
+
+
+def completion_messages(
+    prompt: str,
+    formatted: bool,
+    image_documents: Sequence[Any] | None,
+    completion_to_prompt: Callable[[str], str] | None,
+) -> tuple[list[ChatMessage], str | None]:
+    """(messages, raw prompt) for a completion: verbatim text, or one user message.
+
+    Images (``image_documents``) come before the text in that message.
+
+    Raises:
+        InvalidRequestError: images with a verbatim prompt (it carries text only).
+    """
+    images: list[ImageBlock] = image_blocks(image_documents or [])
+    if images and (formatted or completion_to_prompt is not None):
+        raise InvalidRequestError(
+            "image_documents need the chat template: a verbatim prompt (formatted=True or "
+            "completion_to_prompt) carries text only; send the images with formatted=False"
+        )
+    if formatted:
+        return [], prompt
+    if completion_to_prompt is not None:
+        return [], completion_to_prompt(prompt)
+    if images:
+        return [ChatMessage(role=MessageRole.USER, blocks=[*images, TextBlock(text=prompt)])], None
+    return [ChatMessage(role=MessageRole.USER, content=prompt)], None

@@ -1,17 +1,12 @@
 """RyzenAILLM: a LlamaIndex ``FunctionCallingLLM`` over a Ryzen AI model package.
 
-Data flow of every call::
+The face maps LlamaIndex's vocabulary onto the core's :class:`~ryzenai_core.Request` and the
+core's chunks back; the core decides everything else (template, grammar, budget, thinking,
+retries, timeouts)::
 
-    chat / stream_chat / achat / astream_chat          LlamaIndex decorators fire the
-    complete / stream_complete / acomplete / ...       instrumentation events (start, chunks, end)
-      -> _request: LlamaIndex messages -> core messages, through the package's chat template
-         (or, when messages_to_prompt / completion_to_prompt is given, their text verbatim);
-         fields + call kwargs -> GenerationOptions; a forced tool call or a JSON schema
-         becomes onnxruntime-genai guidance
-      -> Engine.stream / Engine.astream: the one core stream (model in a worker process by default)
-      -> _Fold: a ChatResponse per chunk (ThinkingBlock, TextBlock, ToolCallBlock);
-         usage, finish reason and the BudgetPlan in additional_kwargs and raw
-      -> complete* = the same stream with one user message, as CompletionResponse
+    chat / stream_chat / complete / ... (and async)   LlamaIndex's decorators fire its events
+      -> _request: messages (or messages_to_prompt's text) and fields + call kwargs -> Request
+      -> Engine.run / Engine.arun -> core chunks -> _Fold: a ChatResponse per chunk
 
 ``metadata.context_window`` is what LlamaIndex's PromptHelper must see so that what it packs,
 counted with ``Settings.tokenizer``, fits the package's real prompt limit: see
@@ -22,15 +17,14 @@ are exact. "Never set" includes the tiktoken default LlamaIndex installs by itse
 
 from __future__ import annotations
 
-import difflib
-import functools
+import contextlib
 import json
 import logging
 import math
 import os
 import threading
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import Any, Literal
 
 import llama_index.core
@@ -44,20 +38,13 @@ from llama_index.core.base.llms.types import (
     CompletionResponse,
     CompletionResponseAsyncGen,
     CompletionResponseGen,
-    ImageBlock,
     LLMMetadata,
     MessageRole,
-    TextBlock,
 )
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
-from llama_index.core.instrumentation.events.llm import LLMStructuredPredictEndEvent, LLMStructuredPredictStartEvent
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection, default_completion_to_prompt
-from llama_index.core.program.streaming_utils import process_streaming_content_incremental
-from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
-from llama_index.core.types import Model, PydanticProgramMode
 from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
@@ -67,19 +54,35 @@ from ryzenai_core.engine import Engine
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
-from ryzenai_core.options import GenerationOptions, Guidance, validated_options
+from ryzenai_core.options import validated_options
+from ryzenai_core.request import Request
 from ryzenai_core.session import check_runtime_settings
-from ryzenai_core.structured import json_schema_guidance, tool_call_guidance
 
-from ._calibration import SEGMENTS
-from ._convert import _Fold, image_blocks, keep_first_tool_call, to_completion, to_core_messages, tool_selections
+from ._convert import (
+    _Fold,
+    completion_messages,
+    keep_first_tool_call,
+    to_completion,
+    to_core_messages,
+    tool_selections,
+    tool_spec,
+)
+from ._fields import checked_fields
+from ._structured import StructuredOutput
+from ._tokens import (
+    _RATIOS,
+    _RATIOS_LOCK,
+    RATIO_MARGIN,
+    PackageTokenizer,
+    _is_default_tokenizer,
+    _tokenizer_owner,
+    measure_ratio,
+)
 
 __all__ = ["PackageTokenizer", "RyzenAILLM"]
 
 dispatcher = get_dispatcher(__name__)
 
-#: Safety factor over the measured tokenizer ratio (text unlike every calibration segment).
-RATIO_MARGIN = 1.1
 #: Below this much prompt room (Settings.tokenizer tokens) LlamaIndex's synthesizers struggle.
 SMALL_ROOM = 1024
 
@@ -97,100 +100,17 @@ _OPTION_KWARGS = frozenset(
         "stop",
         "enable_thinking",
         "guidance",
+        "response_format",
         "kv_reuse",
         "overflow",
     }
 )
 _CALL_KWARGS = _OPTION_KWARGS | {"max_tokens", "tools", "tool_choice", "template_vars", "chat_template", "timeout"}
-_FORCED = ("required", "any")
-#: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
-_FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
 #: Private attributes that belong to the model package, shared by copies (never copied).
-_SHARED_PRIVATE = ("_engine", "_tokenizer", "_template")
-#: Template families with a tool-call format the core can parse and force.
-_TOOL_FAMILIES = ("llama3", "qwen3", "chatml")
+_SHARED_PRIVATE = ("_engine", "_tokenizer")
 
 
-class PackageTokenizer:
-    """A model package's own tokenizer, callable the way LlamaIndex expects.
-
-    Assign it to ``Settings.tokenizer`` (``Settings.tokenizer = llm.tokenizer``) and every count
-    LlamaIndex makes (PromptHelper, text splitters, memory) is in the package's tokens, so
-    :meth:`RyzenAILLM.metadata` can report the full prompt limit. Counts come from the model's
-    tokenizer (in the worker process with ``execution="process"``); texts of up to 4096
-    characters are cached (LRU), since text splitters count the same words again and again.
-    """
-
-    _CACHE_MAX_CHARS = 4096
-
-    def __init__(self, engine: Engine, cache_size: int = 8192) -> None:
-        self._engine = engine
-        self.path = engine.package.path
-        self._cache: OrderedDict[str, tuple[int, ...]] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
-
-    def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]:
-        """Token ids of ``text`` (no special tokens added)."""
-        with self._lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return list(hit)
-        ids = tuple(self._engine.encode(text)) if text else ()
-        if len(text) <= self._CACHE_MAX_CHARS:
-            with self._lock:
-                self._cache[text] = ids
-                if len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return list(ids)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Text of token ids."""
-        return self._engine.decode(ids) if ids else ""
-
-    def __call__(self, text: str) -> list[int]:
-        """Token ids of ``text`` (what LlamaIndex calls)."""
-        return self.encode(text)
-
-    def __repr__(self) -> str:
-        return f"PackageTokenizer({str(self.path)!r})"
-
-
-def _tokenizer_owner(tokenizer: Any) -> Any:
-    """The object behind a tokenizer callable (``Settings.tokenizer`` stores ``obj.encode``)."""
-    return tokenizer if isinstance(tokenizer, PackageTokenizer) else getattr(tokenizer, "__self__", tokenizer)
-
-
-def _is_default_tokenizer(tokenizer: Any) -> bool:
-    """True when nobody chose LlamaIndex's tokenizer.
-
-    That is: unset, or the tiktoken default that ``llama_index.core.utils.get_tokenizer``
-    installs on first use (cl100k_base, ``allowed_special="all"``).
-    """
-    if tokenizer is None:
-        return True
-    if not isinstance(tokenizer, functools.partial) or tokenizer.keywords != {"allowed_special": "all"}:
-        return False
-    encoding = getattr(tokenizer.func, "__self__", None)
-    return type(encoding).__module__.startswith("tiktoken") and getattr(encoding, "name", None) == "cl100k_base"
-
-
-_RATIOS: dict[tuple[str, int], tuple[Any, float]] = {}
-_RATIOS_LOCK = threading.Lock()
-
-
-def measure_ratio(package_tokenizer: Callable[[str], list[int]], other: Callable[[str], list[Any]]) -> float:
-    """The largest (package tokens / other tokens) over the calibration segments.
-
-    Args:
-        package_tokenizer: counts in the package's tokens.
-        other: counts in the tokenizer LlamaIndex uses (``Settings.tokenizer``).
-    """
-    return max(len(package_tokenizer(s)) / max(1, len(other(s))) for s in SEGMENTS)
-
-
-class RyzenAILLM(FunctionCallingLLM):
+class RyzenAILLM(StructuredOutput):
     """A Ryzen AI model package as a LlamaIndex LLM: query engines, chat engines, agents.
 
     Construction is cheap: nothing is read or loaded until the first call (or ``metadata``,
@@ -265,7 +185,6 @@ class RyzenAILLM(FunctionCallingLLM):
     _engine: Engine | None = PrivateAttr(default=None)
     _engine_key: str | None = PrivateAttr(default=None)
     _tokenizer: PackageTokenizer | None = PrivateAttr(default=None)
-    _template: tuple[str, ChatTemplate] | None = PrivateAttr(default=None)
     _scaffold: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _warned: bool = PrivateAttr(default=False)
@@ -273,7 +192,7 @@ class RyzenAILLM(FunctionCallingLLM):
     @model_validator(mode="before")
     @classmethod
     def _known_fields(cls, data: Any) -> Any:
-        return _checked_fields(cls, data) if isinstance(data, Mapping) else data
+        return checked_fields(cls, data) if isinstance(data, Mapping) else data
 
     @field_validator("model", mode="before")
     @classmethod
@@ -303,7 +222,7 @@ class RyzenAILLM(FunctionCallingLLM):
         Raises:
             ValueError: an unknown field in ``update`` (values are not validated, as in pydantic).
         """
-        checked = _checked_fields(type(self), update) if update else None
+        checked = checked_fields(type(self), update) if update else None
         source = self.__deepcopy__() if deep else self  # pydantic's deep update path would copy the engine
         return super(RyzenAILLM, source).model_copy(update=checked)
 
@@ -355,7 +274,7 @@ class RyzenAILLM(FunctionCallingLLM):
                     session_options=self.session_options or None,
                 )
                 if engine is not self._engine:
-                    self._tokenizer, self._template, self._scaffold = None, None, {}
+                    self._tokenizer, self._scaffold = None, {}
                 self._engine, self._engine_key = engine, key
             return self._engine
 
@@ -367,12 +286,7 @@ class RyzenAILLM(FunctionCallingLLM):
     @property
     def template(self) -> ChatTemplate:
         """The chat template messages are rendered with (the package's, or ``chat_template``)."""
-        engine = self.engine
-        if self.chat_template is None:
-            return engine.template
-        if self._template is None or self._template[0] != self.chat_template:
-            self._template = (self.chat_template, ChatTemplate.for_package(engine.package, override=self.chat_template))
-        return self._template[1]
+        return self.engine.template_for(self.chat_template)
 
     @property
     def tokenizer(self) -> PackageTokenizer:
@@ -389,7 +303,7 @@ class RyzenAILLM(FunctionCallingLLM):
             InvalidRequestError: ``context_window`` over the package's window, or not above the output.
         """
         budget = self.budget
-        n = int(min(self.max_new_tokens or budget.num_output, budget.window - 1))
+        n = int(min(self.max_new_tokens or budget.bounded_output_tokens, budget.window - 1))
         if self.context_window is not None:
             name = self.engine.package.name
             if self.context_window > budget.window:
@@ -445,7 +359,7 @@ class RyzenAILLM(FunctionCallingLLM):
             context_window=window,
             num_output=n,
             is_chat_model=True,
-            is_function_calling_model=self.template.supports_tools and self.template.family in _TOOL_FAMILIES,
+            is_function_calling_model=self.template.calls_tools,
             model_name=self.model,  # as the caller named it: a path, a repository id or an embedded name
             system_role=MessageRole.SYSTEM,
         )
@@ -511,42 +425,16 @@ class RyzenAILLM(FunctionCallingLLM):
     def _custom_messages_to_prompt(self) -> bool:
         return self.messages_to_prompt is not generic_messages_to_prompt
 
-    def _custom_completion_to_prompt(self) -> bool:
-        return self.completion_to_prompt is not default_completion_to_prompt
+    def _completion_to_prompt(self) -> Callable[[str], str] | None:
+        """The application's completion_to_prompt, if it set one (LlamaIndex's default is none)."""
+        custom = self.completion_to_prompt is not default_completion_to_prompt
+        return self.completion_to_prompt if custom else None
 
-    def _completion_messages(
-        self, prompt: str, formatted: bool, image_documents: Sequence[Any] | None = None
-    ) -> tuple[list[ChatMessage], str | None]:
-        """(messages, raw prompt) for a completion: verbatim text, or one user message.
-
-        Images (``image_documents``) come before the text in that message.
+    def _request(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None) -> Request:
+        """The core request of one call: LlamaIndex messages and call kwargs over the fields.
 
         Raises:
-            InvalidRequestError: images with a verbatim prompt (it carries text only).
-        """
-        images: list[ImageBlock] = image_blocks(image_documents or [])
-        if images and (formatted or self._custom_completion_to_prompt()):
-            raise InvalidRequestError(
-                "image_documents need the chat template: a verbatim prompt (formatted=True or "
-                "completion_to_prompt) carries text only; send the images with formatted=False"
-            )
-        if formatted:
-            return [], prompt
-        if self._custom_completion_to_prompt():
-            assert self.completion_to_prompt is not None
-            return [], self.completion_to_prompt(prompt)
-        if images:
-            return [ChatMessage(role=MessageRole.USER, blocks=[*images, TextBlock(text=prompt)])], None
-        return [ChatMessage(role=MessageRole.USER, content=prompt)], None
-
-    def _request(
-        self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None
-    ) -> tuple[list[CoreMessage] | RawPrompt, GenerationOptions, float | None]:
-        """Core messages, options and timeout for one call.
-
-        Raises:
-            InvalidRequestError: an unknown keyword, a bad option value, or a forced tool call
-                without tools.
+            InvalidRequestError: an unknown keyword or a bad option value.
         """
         call = dict(kwargs)
         unknown = sorted(set(call) - _CALL_KWARGS)
@@ -559,18 +447,10 @@ class RyzenAILLM(FunctionCallingLLM):
         if "max_tokens" in call:
             value = call.pop("max_tokens")
             call.setdefault("max_new_tokens", value)
-        template_vars = {**self.template_vars, **(call.pop("template_vars", None) or {})}
-        chat_template = call.pop("chat_template", None) or self.chat_template
-        if chat_template:
-            template_vars["chat_template"] = chat_template
-        tools = [_tool_spec(t) for t in (call.pop("tools", None) or [])]
-        choice = call.pop("tool_choice", None)
-
         if raw is None and self._custom_messages_to_prompt():
             assert self.messages_to_prompt is not None
             raw = self.messages_to_prompt(messages)
         core: list[CoreMessage] | RawPrompt = RawPrompt(text=raw) if raw is not None else to_core_messages(messages)
-
         values: dict[str, Any] = {
             "temperature": self.temperature,
             "max_new_tokens": self.max_new_tokens,
@@ -581,32 +461,14 @@ class RyzenAILLM(FunctionCallingLLM):
             "enable_thinking": self.enable_thinking,
             "kv_reuse": self.kv_reuse,
             "overflow": self.overflow,
+            "chat_template": self.chat_template,
+            **call,
+            "template_vars": {**self.template_vars, **(call.get("template_vars") or {})},
+            "tools": [tool_spec(t) for t in (call.get("tools") or [])],
         }
-        values.update(call)
         if values["max_new_tokens"] is None and self.context_window is not None:
             values["max_new_tokens"] = self._num_output()  # the smaller window holds the output too
-        forced, name = _forced_tool(choice)
-        if choice == "none":
-            tools = []
-        if tools:
-            values["tools"] = tools
-        if forced:
-            values["guidance"] = tool_call_guidance(
-                self.template.family,
-                tools,
-                values.get("max_new_tokens") or self._num_output(),
-                name,
-                count_tokens=self.engine.count_text,
-            )
-        guidance = values.get("guidance")
-        if isinstance(guidance, dict):
-            values["guidance"] = Guidance(**guidance)
-        if values.get("guidance") is not None and values.get("enable_thinking") is None:
-            # A grammar decides every token: close the thinking block so the template matches.
-            if self.template.supports_thinking:
-                values["enable_thinking"] = False
-        options = validated_options(**values, template_vars=template_vars)
-        return core, options, timeout
+        return Request(core, validated_options(**values), timeout)
 
     def count_tokens(self, messages: str | Sequence[ChatMessage], **kwargs: Any) -> int:
         """Prompt tokens that ``chat(messages, **kwargs)`` (or ``complete(text)``) would send.
@@ -615,56 +477,40 @@ class RyzenAILLM(FunctionCallingLLM):
         ``completion_to_prompt`` when given).
         """
         if isinstance(messages, str):
-            msgs, raw = self._completion_messages(messages, False)
-            core, options, _ = self._request(msgs, kwargs, raw)
+            msgs, raw = completion_messages(messages, False, None, self._completion_to_prompt())
+            request = self._request(msgs, kwargs, raw)
         else:
-            core, options, _ = self._request(messages, kwargs)
-        if isinstance(core, RawPrompt):
-            return len(self.engine.encode(core.text or ""))
-        return int(self.engine.count_tokens(core, options))
+            request = self._request(messages, kwargs)
+        if isinstance(request.messages, RawPrompt):
+            return len(self.engine.encode(request.messages.text or ""))
+        return int(self.engine.count_tokens(request.messages, request.options))
 
     # ------------------------------------------------------------------ the one stream
     def _stream(
-        self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None
-    ) -> ChatResponseGen:
-        core, options, timeout = self._request(messages, kwargs, raw)
-        engine = self.engine
-        name = self.model
+        self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None, out: Any = None
+    ) -> Generator[Any, None, None]:
+        """The call's responses (``out(response)`` each, when given); closing it cancels the generation."""
+        chunks, fold = self.engine.run(self._request(messages, kwargs, raw)), _Fold(self.model)
 
-        def gen() -> ChatResponseGen:
-            fold = _Fold(name)
-            chunks = engine.stream(core, options, timeout=timeout)
-            try:
+        def gen() -> Generator[Any, None, None]:
+            with contextlib.closing(chunks):
                 for chunk in chunks:
-                    response = fold.add(chunk)
-                    if response is not None:
-                        yield response
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+                    if (response := fold.add(chunk)) is not None:
+                        yield response if out is None else out(response)
 
         return gen()
 
     def _astream(
-        self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None
-    ) -> ChatResponseAsyncGen:
-        core, options, timeout = self._request(messages, kwargs, raw)
-        engine = self.engine
-        name = self.model
+        self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None, out: Any = None
+    ) -> AsyncGenerator[Any, None]:
+        """Async twin of :meth:`_stream`."""
+        chunks, fold = self.engine.arun(self._request(messages, kwargs, raw)), _Fold(self.model)
 
-        async def gen() -> ChatResponseAsyncGen:
-            fold = _Fold(name)
-            chunks = engine.astream(core, options, timeout=timeout)
-            try:
+        async def gen() -> AsyncGenerator[Any, None]:
+            async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
-                    response = fold.add(chunk)
-                    if response is not None:
-                        yield response
-            finally:
-                aclose = getattr(chunks, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                    if (response := fold.add(chunk)) is not None:
+                        yield response if out is None else out(response)
 
         return gen()
 
@@ -701,7 +547,7 @@ class RyzenAILLM(FunctionCallingLLM):
         ``image_documents`` (``ImageDocument`` / ``ImageNode`` objects or ``ImageBlock`` s, the
         multimodal LLMs' argument) go before the text in the user message, for vision packages.
         """
-        messages, raw = self._completion_messages(prompt, formatted, image_documents)
+        messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
         return to_completion(_last(self._stream(messages, kwargs, raw)))
 
     @llm_completion_callback()
@@ -709,24 +555,15 @@ class RyzenAILLM(FunctionCallingLLM):
         self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
     ) -> CompletionResponseGen:
         """Stream a completion (see :meth:`complete`)."""
-        messages, raw = self._completion_messages(prompt, formatted, image_documents)
-        responses = self._stream(messages, kwargs, raw)
-
-        def gen() -> CompletionResponseGen:
-            try:
-                for response in responses:
-                    yield to_completion(response)
-            finally:
-                responses.close()
-
-        return gen()
+        messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
+        return self._stream(messages, kwargs, raw, to_completion)
 
     @llm_completion_callback()
     async def acomplete(
         self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
     ) -> CompletionResponse:
         """Async twin of :meth:`complete`."""
-        messages, raw = self._completion_messages(prompt, formatted, image_documents)
+        messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
         return to_completion(await _alast(self._astream(messages, kwargs, raw)))
 
     @llm_completion_callback()
@@ -734,17 +571,8 @@ class RyzenAILLM(FunctionCallingLLM):
         self, prompt: str, formatted: bool = False, image_documents: Sequence[Any] | None = None, **kwargs: Any
     ) -> CompletionResponseAsyncGen:
         """Async twin of :meth:`stream_complete`."""
-        messages, raw = self._completion_messages(prompt, formatted, image_documents)
-        responses = self._astream(messages, kwargs, raw)
-
-        async def gen() -> CompletionResponseAsyncGen:
-            try:
-                async for response in responses:
-                    yield to_completion(response)
-            finally:
-                await responses.aclose()
-
-        return gen()
+        messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
+        return self._astream(messages, kwargs, raw, to_completion)
 
     # ------------------------------------------------------------------ tools
     def _prepare_chat_with_tools(
@@ -771,7 +599,7 @@ class RyzenAILLM(FunctionCallingLLM):
             )
         if tool_choice is None and tool_required:
             tool_choice = "required"
-        return {"messages": messages, "tools": [_tool_spec(t) for t in tools], "tool_choice": tool_choice, **kwargs}
+        return {"messages": messages, "tools": [tool_spec(t) for t in tools], "tool_choice": tool_choice, **kwargs}
 
     def _validate_chat_with_tools_response(
         self,
@@ -801,237 +629,14 @@ class RyzenAILLM(FunctionCallingLLM):
             )
         return calls
 
-    # ------------------------------------------------------------------ structured output
-    def _structured_messages(
-        self, output_cls: type[Model], prompt: BasePromptTemplate, prompt_args: dict[str, Any]
-    ) -> list[ChatMessage]:
-        messages = self._get_messages(prompt, **prompt_args)
-        schema = json.dumps(output_cls.model_json_schema(), separators=(",", ":"))
-        hint = f"Answer with one JSON object that matches this JSON schema: {schema}"
-        last = messages[-1] if messages else None
-        if last is not None and last.role == MessageRole.USER:
-            messages[-1] = last.model_copy(update={"blocks": [*last.blocks, TextBlock(text=hint)]})
-        else:
-            messages.append(ChatMessage(role=MessageRole.USER, content=hint))
-        return messages
-
-    def _structured_kwargs(self, output_cls: type[Model], llm_kwargs: dict[str, Any] | None) -> dict[str, Any]:
-        kwargs = dict(llm_kwargs or {})
-        for key in ("tool_choice", "tools", "tool_required"):
-            kwargs.pop(key, None)
-        budget = kwargs.get("max_new_tokens") or kwargs.get("max_tokens") or self._num_output()
-        kwargs["guidance"] = json_schema_guidance(output_cls.model_json_schema(), budget)
-        return kwargs
-
-    @dispatcher.span
-    def structured_predict(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
-    ) -> Model:
-        """A pydantic object, generated under a JSON-schema grammar bounded by the token budget.
-
-        With ``pydantic_program_mode`` other than DEFAULT, LlamaIndex's own programs are used.
-        """
-        if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
-            own: Model = super().structured_predict(output_cls, prompt, llm_kwargs, **prompt_args)
-            return own
-        dispatcher.event(
-            LLMStructuredPredictStartEvent(output_cls=output_cls, template=prompt, template_args=prompt_args)
-        )
-        messages = self._structured_messages(output_cls, prompt, prompt_args)
-        response = self.chat(messages, **self._structured_kwargs(output_cls, llm_kwargs))
-        result = _parse(output_cls, response)
-        dispatcher.event(LLMStructuredPredictEndEvent(output=result))
-        return result
-
-    @dispatcher.span
-    async def astructured_predict(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
-    ) -> Model:
-        """Async twin of :meth:`structured_predict`."""
-        if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
-            own: Model = await super().astructured_predict(output_cls, prompt, llm_kwargs, **prompt_args)
-            return own
-        dispatcher.event(
-            LLMStructuredPredictStartEvent(output_cls=output_cls, template=prompt, template_args=prompt_args)
-        )
-        messages = self._structured_messages(output_cls, prompt, prompt_args)
-        response = await self.achat(messages, **self._structured_kwargs(output_cls, llm_kwargs))
-        result = _parse(output_cls, response)
-        dispatcher.event(LLMStructuredPredictEndEvent(output=result))
-        return result
-
-    def _structured_stream_call(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
-    ) -> Any:
-        """Partial objects while the JSON streams in, then the validated object."""
-        if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
-            return super()._structured_stream_call(output_cls, prompt, llm_kwargs, **prompt_args)
-        messages = self._structured_messages(output_cls, prompt, prompt_args)
-        responses = self.stream_chat(messages, **self._structured_kwargs(output_cls, llm_kwargs))
-
-        def gen() -> Iterator[Any]:
-            current: Any = None
-            last: ChatResponse | None = None
-            for response in responses:
-                last = response
-                update = process_streaming_content_incremental(response, output_cls, current)
-                if update != current:
-                    current = update
-                    yield current
-            assert last is not None
-            final = _parse(output_cls, last)
-            if final != current:
-                yield final
-
-        return gen()
-
-    async def _structured_astream_call(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
-    ) -> Any:
-        """Async twin of :meth:`_structured_stream_call`."""
-        if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
-            return await super()._structured_astream_call(output_cls, prompt, llm_kwargs, **prompt_args)
-        messages = self._structured_messages(output_cls, prompt, prompt_args)
-        responses = await self.astream_chat(messages, **self._structured_kwargs(output_cls, llm_kwargs))
-
-        async def gen() -> AsyncIterator[Any]:
-            current: Any = None
-            last: ChatResponse | None = None
-            async for response in responses:
-                last = response
-                update = process_streaming_content_incremental(response, output_cls, current)
-                if update != current:
-                    current = update
-                    yield current
-            assert last is not None
-            final = _parse(output_cls, last)
-            if final != current:
-                yield final
-
-        return gen()
-
 
 # ---------------------------------------------------------------------- helpers
-def _checked_fields(cls: type[RyzenAILLM], data: Mapping[str, Any]) -> dict[str, Any]:
-    """Constructor (or ``model_copy`` update) fields with aliases resolved; unknown names refused.
-
-    ``class_name`` (added by ``to_dict`` / ``model_dump``) is dropped when it names this class.
-
-    Raises:
-        ValueError: an unknown field (with the closest accepted names), another class's
-            ``class_name``, or an alias and its field given different values.
-    """
-    fields = dict(data)
-    if "class_name" in fields:
-        if fields["class_name"] != cls.class_name():
-            raise ValueError(
-                f"class_name={fields['class_name']!r}: these fields describe another LLM, not {cls.class_name()}; "
-                f"load them with that class (or llama_index.core.llms.loading.load_llm)"
-            )
-        del fields["class_name"]
-    for alias, name in _FIELD_ALIASES.items():
-        if alias in fields:
-            value = fields.pop(alias)
-            if name in fields and fields[name] != value:
-                raise ValueError(
-                    f"{alias}={value!r} and {name}={fields[name]!r} disagree ({alias} is another name for "
-                    f"{name}); pass only {name}"
-                )
-            fields[name] = value
-    accepted = sorted(cls.model_fields)
-    unknown = [key for key in fields if key not in cls.model_fields]
-    if unknown:
-        named = []
-        for key in unknown:
-            close = difflib.get_close_matches(str(key), [*accepted, *_FIELD_ALIASES], n=2, cutoff=0.6)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-            named.append(f"{key!r}{hint}")
-        raise ValueError(
-            f"{cls.__name__} got unknown field(s) {', '.join(named)}; accepted fields: {', '.join(accepted)} "
-            f"(and {', '.join(f'{a} for {n}' for a, n in _FIELD_ALIASES.items())})"
-        )
-    return fields
-
-
-def _tool_spec(tool: Any) -> dict[str, Any]:
-    """A tool as an OpenAI function dict (LlamaIndex tools, or dicts as they are)."""
-    if isinstance(tool, dict):
-        return tool
-    metadata = getattr(tool, "metadata", None)
-    if metadata is None or not hasattr(metadata, "to_openai_tool"):
-        raise InvalidRequestError(
-            f"tool {tool!r} is neither a LlamaIndex tool nor an OpenAI function dict; "
-            "wrap the function with FunctionTool.from_defaults"
-        )
-    spec: dict[str, Any] = metadata.to_openai_tool(skip_length_check=True)
-    return spec
-
-
-def _forced_tool(choice: Any) -> tuple[bool, str | None]:
-    """(forced, tool name) for a ``tool_choice`` value."""
-    if choice is None or choice in ("auto", "none"):
-        return False, None
-    if choice in _FORCED:
-        return True, None
-    if isinstance(choice, str):
-        return True, choice
-    if isinstance(choice, dict):
-        fn = choice.get("function", choice)
-        name = fn.get("name") if isinstance(fn, dict) else None
-        if isinstance(name, str) and name:
-            return True, name
-    raise InvalidRequestError(
-        f"tool_choice {choice!r} is not understood; use 'auto', 'none', 'required', a tool name, or "
-        "{'type': 'function', 'function': {'name': ...}}"
-    )
-
-
 def _last(responses: ChatResponseGen) -> ChatResponse:
-    last: ChatResponse | None = None
-    try:
-        for response in responses:
-            last = response
-    finally:
-        responses.close()
-    if last is None:  # pragma: no cover - the core always sends a final chunk
-        raise InvalidRequestError("the generation ended without an answer")
-    return last
+    with contextlib.closing(responses):
+        return deque(responses, maxlen=1).pop()  # the core always sends a final chunk
 
 
 async def _alast(responses: ChatResponseAsyncGen) -> ChatResponse:
-    last: ChatResponse | None = None
-    try:
-        async for response in responses:
-            last = response
-    finally:
-        await responses.aclose()
-    if last is None:  # pragma: no cover - the core always sends a final chunk
-        raise InvalidRequestError("the generation ended without an answer")
-    return last
-
-
-def _parse(output_cls: type[Model], response: ChatResponse) -> Model:
-    text = response.message.content or ""
-    try:
-        return output_cls.model_validate_json(text)
-    except ValueError as exc:
-        raise ValueError(
-            f"the model's answer is not a valid {output_cls.__name__} ({exc}); the answer was {text[:200]!r}. "
-            "Raise max_new_tokens if it was cut off."
-        ) from exc
+    async with contextlib.aclosing(responses):
+        last = [r async for r in responses]
+    return last[-1]

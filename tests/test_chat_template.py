@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -9,21 +10,18 @@ import pytest
 
 from conftest import FIXTURES, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatTemplateError, InvalidRequestError, ModelPackage
-from ryzenai_core.chat_template import (
-    FALLBACK_TEMPLATES,
+from ryzenai_core.chat_template import FALLBACK_TEMPLATES, ChatTemplate, builtin_template, special_tokens_from_config
+from ryzenai_core.formats import (
     FAMILIES,
-    ChatTemplate,
-    builtin_template,
     end_of_turn_markers,
     family_for_model_type,
     infer_family,
     parse_tool_calls,
     reasoning_markers,
-    special_tokens_from_config,
-    split_reasoning,
     tool_call_markers,
 )
 from ryzenai_core.messages import ChatMessage, ToolCall
+from ryzenai_core.streaming import OutputParser
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "core" / "templates"
 GOLDENS = json.loads((FIXTURES / "template_goldens.json").read_text(encoding="utf-8"))["cases"]
@@ -511,26 +509,30 @@ def test_parse_tool_calls_with_known_tool_names():
     )
 
 
-def test_split_reasoning():
-    assert split_reasoning("<think>\nLet me think.\n</think>\n\nParis.") == ("Let me think.", "Paris.")
-    assert split_reasoning("Let me think.\n</think>\n\nParis.") == ("Let me think.", "Paris.")  # prompt opened <think>
-    assert split_reasoning("<think>\n\n</think>\n\nParis.") == (None, "Paris.")
-    assert split_reasoning("Paris.") == (None, "Paris.")
-    assert split_reasoning("<think>\nstill thinking") == ("still thinking", "")  # cut off by the token limit
-    assert split_reasoning("Answer: <think> is a tag") == (None, "Answer: <think> is a tag")
-    assert split_reasoning("<think>a</think>b</think>\nc") == ("a", "c")  # Qwen3's reading: after the last </think>
-
-
-def test_parse_output_per_family():
-    qwen = template_file("qwen3.jinja")
-    out = qwen.parse_output(
-        '<think>\nNeed weather.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+def _parse_whole(template: ChatTemplate, text: str) -> tuple[str, str, list[ToolCall]]:
+    """(reasoning, content, calls) of a whole answer, read as a generation reads it."""
+    parser = OutputParser(
+        reasoning_markers=template.reasoning_markers,
+        tool_markers=template.tool_call_markers,
+        json_tool_calls=template.tool_call_markers is None,
+        parse_tool_calls=functools.partial(parse_tool_calls, family=template.family),
     )
-    assert out.reasoning == "Need weather." and out.content == ""
-    assert [c.name for c in out.tool_calls] == ["get_weather"]
+    content, reasoning = parser.feed(text)
+    more, more_reasoning = parser.finish()
+    return reasoning + more_reasoning, content + more, parser.tool_calls
+
+
+def test_output_per_family_is_read_by_the_generation_parser():
+    qwen = template_file("qwen3.jinja")
+    reasoning, content, calls = _parse_whole(
+        qwen,
+        '<think>\nNeed weather.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>',
+    )
+    assert reasoning == "Need weather." and content == ""
+    assert [c.name for c in calls] == ["get_weather"]
 
     llama = template_file("llama-3.2-instruct.jinja")
-    out = llama.parse_output('<think>x</think>{"name": "f", "parameters": {}}')
-    assert out.reasoning is None and out.tool_calls == []  # no reasoning format: the text stays whole
-    assert llama.split_reasoning("<think>x</think>y") == (None, "<think>x</think>y")
-    assert llama.parse_tool_calls('{"name": "f", "parameters": {}}')[1][0].name == "f"
+    reasoning, content, calls = _parse_whole(llama, '<think>x</think>{"name": "f", "parameters": {}}')
+    assert reasoning == "" and calls == []  # no reasoning format: the text stays whole
+    assert content == '<think>x</think>{"name": "f", "parameters": {}}'
+    assert _parse_whole(llama, '{"name": "f", "parameters": {}}')[2][0].name == "f"

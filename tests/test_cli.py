@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPLICAS
-from ryzenai_core.cli import main
+from ryzenai_cli.main import main
 
 KEYS = {"model_type", "mode", "release", "provider", "token_backend", "lfs_pointers", "budget"}
 BUDGET_KEYS = {"prompt_limit", "window", "prefill_window", "prefill_buckets", "decode_buckets"}

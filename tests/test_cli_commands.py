@@ -7,10 +7,10 @@ import json
 import sys
 
 from conftest import REPLICAS, TINY_QWEN3
+from ryzenai_cli.bench import prompt_lengths
+from ryzenai_cli.chat import ChatSession
+from ryzenai_cli.main import main
 from ryzenai_core import Engine
-from ryzenai_core.cli import main
-from ryzenai_core.cli_bench import prompt_lengths
-from ryzenai_core.cli_chat import ChatSession
 
 
 def test_chat_session_keeps_history_and_reports_the_budget():
@@ -65,7 +65,7 @@ def test_bench_json_and_chart(capsys, tmp_path):
 
 
 def test_bench_chart_draws_steps_only_for_bucketed_packages():
-    from ryzenai_core.cli_bench import ttft_drawstyle
+    from ryzenai_cli.bench import ttft_drawstyle
 
     plain = [{"prompt_tokens": n, "prefill_bucket": None} for n in (64, 128, 256)]
     bucketed = [{"prompt_tokens": n, "prefill_bucket": b} for n, b in ((128, 128), (129, 256))]

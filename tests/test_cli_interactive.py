@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conftest import LONG_PROMPT, TINY_QWEN3
-from ryzenai_core.cli import main
+from ryzenai_cli.main import main
 
 STATUS = re.compile(r"\[(\d+) prompt \+ (\d+) new = (\d+)/4096 tokens, no buckets.*?, length")
 

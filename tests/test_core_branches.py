@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,9 @@ from pydantic import ValidationError
 
 from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core.budget import ContextBudget
-from ryzenai_core.chat_template import parse_tool_calls
 from ryzenai_core.engine import Engine
 from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.formats import parse_tool_calls
 from ryzenai_core.images import MAX_IMAGE_BYTES, image_parts, prepare_image
 from ryzenai_core.messages import RawPrompt, ToolCall
 from ryzenai_core.options import GenerationOptions, Guidance

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ryzenai_core.cli import main
-from ryzenai_core.cli_demo import DEMO_DOCS, Budget, load_documents
+from ryzenai_cli.demo import DEMO_DOCS, Budget, load_documents
+from ryzenai_cli.main import main
 
 pytest.importorskip("langchain_ryzenai")
 pytest.importorskip("llamaindex_ryzenai")

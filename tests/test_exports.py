@@ -39,7 +39,7 @@ def test_py_typed_is_shipped():
     assert files("ryzenai_core").joinpath("py.typed").is_file()
 
 
-def test_wheel_holds_three_packages_and_no_top_level_core(tmp_path):
+def test_wheel_holds_four_packages_and_no_top_level_core(tmp_path):
     root = Path(__file__).resolve().parents[1]
     subprocess.run(
         [
@@ -60,13 +60,13 @@ def test_wheel_holds_three_packages_and_no_top_level_core(tmp_path):
     (wheel,) = tmp_path.glob("ryzenai_llm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert tops == {"ryzenai_core", "langchain_ryzenai", "llamaindex_ryzenai"}
+    assert tops == {"ryzenai_core", "ryzenai_cli", "langchain_ryzenai", "llamaindex_ryzenai"}
     assert "ryzenai_core/models/tiny-random-llama/model.onnx.data" in names
     assert "ryzenai_core/models/tiny-qa-llama/model.onnx.data" in names
     assert "ryzenai_core/models/tiny-qa-llama/README.md" in names
     assert "ryzenai_core/templates/qwen3.jinja" in names
     assert "ryzenai_core/py.typed" in names
-    assert "ryzenai_core/demo_docs/questions.json" in names
+    assert "ryzenai_cli/demo_docs/questions.json" in names
 
 
 @pytest.mark.parametrize(

@@ -101,7 +101,7 @@ def test_failed_download_is_a_clear_error(hf_cache, empty_hub, monkeypatch, caps
     # The command line shows the same message, without a traceback.
     import huggingface_hub.constants
 
-    from ryzenai_core.cli import main
+    from ryzenai_cli.main import main
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf_cache))
     assert main(["info", "amd/No-Such-Model"]) == 2

@@ -43,14 +43,11 @@ from typing_extensions import TypedDict
 import langchain_ryzenai
 from conftest import LONG_PROMPT, REPLICAS, TINY_LLAMA, TINY_QWEN3, longest_loop_gap
 from langchain_ryzenai import ChatRyzenAI
-from langchain_ryzenai.chat_models import (
-    _response_schema,
-    _StrictJsonOutputParser,
-    _to_core_messages,
-    _tool_choice,
-)
+from langchain_ryzenai._convert import to_core_messages as _to_core_messages
+from langchain_ryzenai._parsers import StrictJsonOutputParser as _StrictJsonOutputParser
 from ryzenai_core import ChatMessage as CoreMessage
 from ryzenai_core import (
+    ChatTemplateError,
     ContextWindowExceededError,
     Engine,
     GenerationError,
@@ -58,7 +55,7 @@ from ryzenai_core import (
     InvalidRequestError,
     ModelNotFoundError,
 )
-from ryzenai_core.options import validated_options
+from ryzenai_core.options import ResponseFormat, response_format_from, tool_choice_from, validated_options
 from ryzenai_core.structured import json_object_guidance
 
 QWEN = str(TINY_QWEN3)
@@ -144,14 +141,16 @@ def test_aliases_paths_and_strict_fields():
 
 
 def test_only_set_options_are_sent_down():
-    assert ChatRyzenAI(model=QWEN)._option_values(None, {}) == {"overflow": "error"}
-    values = chat(top_k=5, model_kwargs={"x": 1})._option_values(["END"], {"temperature": 0.5, "seed": None})
-    assert values == {
+    def sent(llm: ChatRyzenAI, stop: list[str] | None, kwargs: dict) -> dict:
+        _, request, _ = llm._request([HumanMessage("hi")], stop, kwargs)
+        return request.options.model_dump(exclude_defaults=True, exclude={"option_names"})
+
+    assert sent(ChatRyzenAI(model=QWEN), None, {}) == {}
+    assert sent(chat(top_k=5, model_kwargs={"x": 1}), ["END"], {"temperature": 0.5, "seed": None}) == {
         "max_new_tokens": 24,
         "temperature": 0.5,
         "top_k": 5,
-        "overflow": "error",
-        "stop": ["END"],
+        "stop": ("END",),
         "template_vars": {"x": 1},
     }
 
@@ -288,23 +287,18 @@ def test_a_call_queued_behind_a_worker_that_died_runs_on_a_new_worker(copy_packa
     waiting.join(timeout=60)
     assert result["msg"].usage_metadata["output_tokens"] == 4
     assert engine.backend.pid not in (None, pid)
-    # The call never started on the dead worker, so the core sent it to the new one itself:
-    # the face had nothing to retry.
-    assert "retrying" not in caplog.text
+    # The call never started on the dead worker: the core sent it to the new one without using
+    # one of the call's retries.
+    assert "sending the call again (1 of" not in caplog.text
 
 
-def test_errors_of_a_live_worker_are_not_retried(monkeypatch):
+def test_errors_of_a_live_worker_are_not_retried(caplog):
     engine = Engine.get(QWEN)
-    calls = []
-
-    def failing(*args: Any, **kwargs: Any):
-        calls.append(1)
-        raise GenerationError("onnxruntime-genai failed during generation: boom")
-
-    monkeypatch.setattr(engine, "stream", failing)
-    with pytest.raises(GenerationError, match="boom"):
-        chat(max_retries=3).invoke("Hello")
-    assert len(calls) == 1
+    engine.load()
+    pid = engine.backend.pid
+    with pytest.raises(ChatTemplateError, match="boom"):
+        chat(max_retries=3).invoke("Hello", chat_template="{{ raise_exception('boom') }}")
+    assert "sending the call again" not in caplog.text and engine.backend.pid == pid
 
 
 async def test_leaving_a_stream_early_cancels_the_generation():
@@ -537,7 +531,7 @@ def test_structured_output_streams_and_nests():
 
 
 def test_json_schema_budget_too_small_is_a_clear_error():
-    with pytest.raises(InvalidRequestError, match="max_new_tokens=8 is too small for this schema"):
+    with pytest.raises(InvalidRequestError, match="max_tokens=8 is too small for this schema"):
         chat(max_tokens=8).with_structured_output(Joke).invoke("joke")
 
 
@@ -649,16 +643,22 @@ def test_unsupported_inputs_are_clear_errors():
 
 
 def test_pure_helpers():
-    tools = [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "b"}}]
-    assert _tool_choice(None, tools) == (True, False, None)
-    assert _tool_choice("none", tools) == (False, False, None)
-    assert _tool_choice("any", tools) == (True, True, None)
-    assert _tool_choice({"type": "function", "function": {"name": "b"}}, tools) == (True, True, "b")
-    assert _response_schema({"type": "json_object"}) is None
+    """LangChain's and OpenAI's forms of tool_choice and response_format, read by the core."""
+    assert tool_choice_from(None) == "auto" and tool_choice_from(False) == "none"
+    assert tool_choice_from("none") == "none"
+    assert tool_choice_from("any") == tool_choice_from(True) == tool_choice_from({"type": "any"}) == "required"
+    assert tool_choice_from({"type": "function", "function": {"name": "b"}}) == "b"
+    assert tool_choice_from({"type": "tool", "name": "b"}) == "b"
+    with pytest.raises(InvalidRequestError, match="tool_choice 3 is not understood"):
+        tool_choice_from(3)
+    assert response_format_from({"type": "json_object"}) == ResponseFormat(type="json_object")
     schema = {"type": "object", "properties": {}}
-    assert _response_schema({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}) == schema
+    assert response_format_from({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}) == (
+        ResponseFormat(type="json_schema", json_schema=schema)
+    )
+    assert response_format_from({"type": "text"}) is None
     with pytest.raises(InvalidRequestError, match="response_format"):
-        _response_schema({"type": "text"})
+        response_format_from({"type": "xml"})
     with pytest.raises(InvalidRequestError, match="too small for JSON mode"):
         json_object_guidance(8)
     assert json_object_guidance(16).type == "lark_grammar"
@@ -745,7 +745,7 @@ RAG_Q = "Which prefill buckets does the NPU pad prompts to?"
 
 # A question of the bundled demo set, answered by the embedded extractive model (a span of the
 # documents, after a leading space): chains with its answer can be checked word for word.
-DEMO_DOCS = Path(__file__).resolve().parents[1] / "core" / "demo_docs"
+DEMO_DOCS = Path(__file__).resolve().parents[1] / "cli" / "demo_docs"
 DEMO = json.loads((DEMO_DOCS / "questions.json").read_text(encoding="utf-8"))
 DEMO_Q = DEMO["questions"][0]  # Who is the director of the Vantor Lab? Ilsa Brandecott
 DEMO_PROMPT = ChatPromptTemplate.from_messages(

@@ -137,7 +137,7 @@ def test_metadata_comes_from_the_package(qwen, llama):
         assert m.num_output < m.context_window <= llm.budget.window
     gemma = RyzenAILLM(model=str(TINY_GEMMA3), execution="inline")
     assert gemma.metadata.is_function_calling_model is False  # Gemma 3's template has no tools
-    assert RyzenAILLM(model=str(TINY_QWEN3)).metadata.num_output == qwen.budget.num_output
+    assert RyzenAILLM(model=str(TINY_QWEN3)).metadata.num_output == qwen.budget.bounded_output_tokens
 
 
 def test_with_the_package_tokenizer_the_counts_and_window_are_exact(qwen):
@@ -223,7 +223,7 @@ def test_sync_async_and_streaming_faces_agree(qwen):
     assert text and chat.additional_kwargs["completion_tokens"] == 12
     assert chat.additional_kwargs["finish_reason"] == "length"
     assert chat.raw["usage"]["prompt_tokens"] == qwen.count_tokens(USER) == chat.additional_kwargs["prompt_tokens"]
-    assert chat.raw["budget"]["max_new_tokens"] == 12 and chat.raw["budget"]["window"] == qwen.budget.window
+    assert chat.raw["budget_plan"]["max_new_tokens"] == 12 and chat.raw["budget_plan"]["window"] == qwen.budget.window
     assert chat.raw["model"] == str(TINY_QWEN3)
 
     streamed = list(qwen.stream_chat(USER))
@@ -413,7 +413,7 @@ def test_forced_tool_calls_in_the_family_format(which, request):
     assert [c.tool_name for c in llm.get_tool_calls_from_response(named)] == ["add"]
     # the tools reach the template
     assert '"name": "multiply"' in llm.engine.render(
-        to_core_messages([ChatMessage(role="user", content="x")]), llm._request([], {"tools": TOOLS})[1]
+        to_core_messages([ChatMessage(role="user", content="x")]), llm._request([], {"tools": TOOLS}).options
     )
 
     async def run():

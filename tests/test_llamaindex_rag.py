@@ -155,7 +155,7 @@ def assert_every_call_fits(llm, calls, at_least=1):
     budget = llm.budget
     assert len(calls.raws) >= at_least
     for raw in calls.raws:
-        plan = raw["budget"]
+        plan = raw["budget_plan"]
         assert plan["prompt_tokens"] <= budget.max_prompt_tokens
         assert plan["prompt_tokens"] + plan["max_new_tokens"] <= budget.window
         assert plan["clamped"] is False  # the output budget was never cut to make room
@@ -317,10 +317,10 @@ def test_bucket_packing_lands_on_bucket_edges_on_a_replica(qwen_npu, npu_index, 
     for question in QUESTIONS:
         calls.raws.clear()
         plain.query(question)
-        (default_plan,) = [r["budget"] for r in calls.raws]
+        (default_plan,) = [r["budget_plan"] for r in calls.raws]
         calls.raws.clear()
         response = packed.query(question)
-        (plan,) = [r["budget"] for r in calls.raws]  # still one call: PromptHelper did not split it
+        (plan,) = [r["budget_plan"] for r in calls.raws]  # still one call: PromptHelper did not split it
         report = packer.last_report
         # the report is exact: it is the prompt the NPU got, and the default is what it would have got
         assert (report["prompt_tokens"], report["padding"]) == (plan["prompt_tokens"], plan["padding"])
@@ -351,7 +351,7 @@ def test_bucket_packing_async_and_with_the_default_tokenizer(qwen_npu, npu_index
     asyncio.run(run())  # default tokenizer: the packer also keeps within what PromptHelper accepts
     assert len(calls.raws) == 3  # one LLM call per query: nothing was split
     for (raw,) in zip(calls.raws):
-        assert raw["budget"]["prompt_tokens"] <= qwen_npu.budget.max_prompt_tokens
+        assert raw["budget_plan"]["prompt_tokens"] <= qwen_npu.budget.max_prompt_tokens
     assert packer.last_report is not None and packer.last_report["padding_saved"] >= 0
 
 
@@ -372,7 +372,7 @@ def test_the_llama_npu_replica_answers_within_its_release_limit(calls):
     )
     engine.query("What does the NPU pad?")
     assert_every_call_fits(llm, calls, at_least=2)
-    assert all(r["budget"]["prefill_bucket"] in llm.budget.prefill_buckets for r in calls.raws)
+    assert all(r["budget_plan"]["prefill_bucket"] in llm.budget.prefill_buckets for r in calls.raws)
 
 
 @pytest.mark.parametrize("mode", ["compact", "refine"])

@@ -41,7 +41,7 @@ def multiply(a: int, b: int) -> int:
 def usage(response) -> tuple[int, int | None]:
     """(completion tokens, the output budget the call asked for)."""
     kwargs = response.additional_kwargs
-    return kwargs["completion_tokens"], kwargs["budget"]["requested_new_tokens"]
+    return kwargs["completion_tokens"], kwargs["budget_plan"]["requested_new_tokens"]
 
 
 # ---------------------------------------------------------------------- unknown fields and aliases
@@ -92,7 +92,7 @@ def test_context_window_lowers_the_reported_window_and_bounds_the_output():
     assert asked == 256 and tokens <= 256
     tokens, asked = usage(make().chat(USER, max_new_tokens=4))
     assert asked == 4
-    assert make(context_window=300).chat(USER, max_tokens=4).additional_kwargs["budget"]["requested_new_tokens"] == 4
+    assert make(context_window=300).chat(USER, max_tokens=4).additional_kwargs["budget_plan"]["requested_new_tokens"] == 4
 
 
 def test_context_window_larger_than_the_package_names_its_window():

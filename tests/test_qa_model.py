@@ -33,7 +33,7 @@ from ryzenai_core.options import validated_options
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "core" / "models" / "tiny-qa-llama"
-DEMO = ROOT / "core" / "demo_docs"
+DEMO = ROOT / "cli" / "demo_docs"
 sys.path.insert(0, str(ROOT / "scripts"))
 qa_synth = pytest.importorskip("qa_synth")
 eval_qa_model = pytest.importorskip("eval_qa_model")

@@ -18,7 +18,7 @@ from ryzenai_core.options import validated_options
 
 ROOT = Path(__file__).resolve().parents[1]
 QA_MODEL = ROOT / "core" / "models" / "tiny-qa-llama"
-DEMO = ROOT / "core" / "demo_docs"
+DEMO = ROOT / "cli" / "demo_docs"
 
 
 @pytest.mark.parametrize("folder", [TINY_LLAMA, TINY_QWEN3, TINY_GEMMA3], ids=lambda p: p.name)

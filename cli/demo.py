@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import RyzenAIError
+from ryzenai_core.errors import RyzenAIError
 
 __all__ = ["DEMO_DOCS", "Budget", "add_parser", "load_documents"]
 
@@ -94,9 +94,9 @@ def _demo(args: argparse.Namespace) -> int:
     from rich.panel import Panel
     from rich.table import Table
 
-    from .engine import Engine
-    from .hub import resolve_model
-    from .models import DEFAULT_MODEL, default_model_path
+    from ryzenai_core.engine import Engine
+    from ryzenai_core.hub import resolve_model
+    from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 
     console = Console(highlight=False)
     path = resolve_model(args.model) if args.model else default_model_path()
@@ -160,7 +160,7 @@ def _demo(args: argparse.Namespace) -> int:
     console.out("")
     raw = (last.raw or {}) if last is not None else {}
     li_budget = Budget.from_parts(
-        raw.get("usage") or {}, raw.get("budget"), raw.get("timings"), time.perf_counter() - t0
+        raw.get("usage") or {}, raw.get("budget_plan"), raw.get("timings"), time.perf_counter() - t0
     )
     console.print(f"[dim]{li_budget.line()}[/dim]")
     answers["LlamaIndex"] = text.strip()

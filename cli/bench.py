@@ -14,10 +14,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from .engine import Engine
-from .errors import InvalidRequestError
-from .messages import RawPrompt
-from .options import validated_options
+from ryzenai_core.engine import Engine
+from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.messages import RawPrompt
+from ryzenai_core.options import validated_options
 
 __all__ = ["add_parser", "prompt_lengths", "run"]
 
@@ -119,8 +119,8 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from .hub import resolve_model
-    from .models import default_model_path
+    from ryzenai_core.hub import resolve_model
+    from ryzenai_core.models import default_model_path
 
     path = resolve_model(args.path) if args.path else default_model_path()
     engine = Engine.get(path, provider=args.provider, num_threads=args.threads)

@@ -18,13 +18,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import cli_bench, cli_chat, cli_demo
-from .budget import BudgetPlan
-from .errors import RyzenAIError
-from .hub import resolve_model
-from .models import DEFAULT_MODEL, default_model_path
-from .package import ModelPackage
-from .runtime import ENV_RELEASE
+from ryzenai_core.budget import BudgetPlan
+from ryzenai_core.errors import RyzenAIError
+from ryzenai_core.hub import resolve_model
+from ryzenai_core.models import DEFAULT_MODEL, default_model_path
+from ryzenai_core.package import ModelPackage
+from ryzenai_core.runtime import ENV_RELEASE
+
+from . import bench, chat, demo
 
 __all__ = ["main"]
 
@@ -134,9 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-new-tokens", type=_positive, metavar="M", help="output tokens wanted (default: all that fit)"
     )
     info.set_defaults(func=_info)
-    cli_demo.add_parser(sub)
-    cli_chat.add_parser(sub)
-    cli_bench.add_parser(sub)
+    demo.add_parser(sub)
+    chat.add_parser(sub)
+    bench.add_parser(sub)
     return parser
 
 

@@ -13,10 +13,10 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from .engine import Engine
-from .errors import RyzenAIError
-from .messages import ChatMessage
-from .options import validated_options
+from ryzenai_core.engine import Engine
+from ryzenai_core.errors import RyzenAIError
+from ryzenai_core.messages import ChatMessage
+from ryzenai_core.options import validated_options
 
 __all__ = ["ChatSession", "add_parser"]
 
@@ -63,7 +63,7 @@ class ChatSession:
         except KeyboardInterrupt:
             interrupted = True
         finally:
-            stream.close()  # type: ignore[attr-defined]
+            stream.close()
         out.write("\n")
         answer = "".join(text)
         images = len(self.images)
@@ -109,7 +109,7 @@ class ChatSession:
 
     def attach(self, path: str) -> str:
         """Attach the image at ``path`` to the next message (checked now, so a typo shows at once)."""
-        from .images import prepare_image
+        from ryzenai_core.images import prepare_image
 
         if not path:
             return "[usage: /image PATH]"
@@ -129,8 +129,8 @@ class ChatSession:
 def _chat(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from .hub import resolve_model
-    from .models import default_model_path
+    from ryzenai_core.hub import resolve_model
+    from ryzenai_core.models import default_model_path
 
     console = Console(highlight=False)
     path = resolve_model(args.path) if args.path else default_model_path()

@@ -1,0 +1,187 @@
+"""LangChain messages and chunks to and from the core's: the LangChain face's mapping."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import ChatMessage as LCChatMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGenerationChunk
+
+from ryzenai_core import ChatMessage, Chunk, InvalidRequestError, ToolCall
+from ryzenai_core.formats import parse_arguments
+
+__all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
+
+PROVIDER = "ryzenai"
+
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_UNSUPPORTED_BLOCKS = frozenset({"audio", "input_audio", "file", "video", "document", "text-plain", "image_file"})
+_IMAGE_BLOCKS = frozenset({"image", "image_url"})
+_REASONING_BLOCKS = {"reasoning": "reasoning", "thinking": "thinking"}
+_TOOL_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "tool_call_chunk"})
+# Assistant blocks with nothing a local template can render (redacted or another provider's server-side tools).
+_SKIPPED_ASSISTANT_BLOCKS = frozenset(
+    {"redacted_thinking", "invalid_tool_call", "server_tool_call", "server_tool_call_chunk", "server_tool_result"}
+)
+
+
+def _blocks(
+    content: str | list[str | dict[str, Any]], role: str
+) -> tuple[str | list[dict[str, Any]], str, list[ToolCall]]:
+    """LangChain content to core content: ``(text or parts, reasoning, tool calls from blocks)``.
+
+    Text blocks are joined into one string (templates expect string content); image blocks
+    become core image parts (the core says whether the package can see them); reasoning and
+    tool-call blocks of assistant turns are split out.
+
+    Raises:
+        InvalidRequestError: a content block this library cannot send to a text model.
+    """
+    if isinstance(content, str):
+        return content, "", []
+    texts: list[str] = []
+    images: list[dict[str, Any]] = []
+    reasoning: list[str] = []
+    calls: list[ToolCall] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+            continue
+        if not isinstance(block, dict):
+            raise InvalidRequestError(f"content block {block!r} of a {role} message is neither a string nor a dict")
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind in _IMAGE_BLOCKS:
+            images.append({**block, "type": kind})
+        elif kind in _REASONING_BLOCKS and role == "assistant":
+            text = block.get(_REASONING_BLOCKS[kind])
+            if isinstance(text, str):
+                reasoning.append(text)
+        elif kind in _SKIPPED_ASSISTANT_BLOCKS and role == "assistant":
+            continue
+        elif kind in _TOOL_CALL_BLOCKS and role == "assistant":
+            name = block.get("name")
+            args = parse_arguments(block.get("input", block.get("args", block.get("arguments"))))
+            if isinstance(name, str) and args is not None:
+                calls.append(ToolCall(name=name, arguments=args, id=str(block.get("id") or "")))
+        else:
+            what = "audio, video, files and documents" if kind in _UNSUPPORTED_BLOCKS else f"{kind!r} blocks"
+            raise InvalidRequestError(
+                f"a {role} message has a content block of type {kind!r}; ChatRyzenAI sends text (and images "
+                f"to packages with a vision model), not {what}. Send the content as text."
+            )
+    text = "".join(texts)
+    if images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        return parts + images, "\n".join(reasoning), calls
+    return text, "\n".join(reasoning), calls
+
+
+def to_core_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:
+    """LangChain messages to core messages (system, user, assistant with tool calls, tool results).
+
+    Raises:
+        InvalidRequestError: a message type or role the chat templates cannot render.
+    """
+    out: list[ChatMessage] = []
+    call_names: dict[str, str] = {}
+    for i, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            content, _, _ = _blocks(message.content, "system")
+            out.append(ChatMessage("system", content))
+        elif isinstance(message, HumanMessage):
+            content, _, _ = _blocks(message.content, "user")
+            out.append(ChatMessage("user", content))
+        elif isinstance(message, AIMessage):
+            content, reasoning, block_calls = _blocks(message.content, "assistant")
+            kw_reasoning = message.additional_kwargs.get("reasoning_content")
+            if isinstance(kw_reasoning, str):
+                reasoning = kw_reasoning
+            calls = [
+                ToolCall(name=c["name"], arguments=dict(c["args"]), id=c.get("id") or "") for c in message.tool_calls
+            ]
+            calls = calls or block_calls
+            call_names.update({c.id: c.name for c in calls if c.id})
+            out.append(ChatMessage("assistant", content, tool_calls=calls, reasoning=reasoning or None))
+        elif isinstance(message, ToolMessage):
+            content, _, _ = _blocks(message.content, "tool")
+            if not isinstance(content, str):
+                raise InvalidRequestError(
+                    f"tool result {message.tool_call_id!r} holds images; ChatRyzenAI sends tool results as text"
+                )
+            name = message.name or call_names.get(message.tool_call_id)
+            out.append(ChatMessage("tool", content, tool_call_id=message.tool_call_id, name=name))
+        elif isinstance(message, LCChatMessage):
+            role = {"human": "user", "ai": "assistant"}.get(message.role, message.role)
+            if role not in ("system", "user", "assistant"):
+                raise InvalidRequestError(
+                    f"message #{i} has role {message.role!r}; ChatRyzenAI renders system, user (human), "
+                    "assistant (ai) and tool messages (use ToolMessage for tool results)"
+                )
+            content, _, _ = _blocks(message.content, role)
+            out.append(ChatMessage(role, content))
+        else:
+            raise InvalidRequestError(
+                f"message #{i} is a {type(message).__name__}, which ChatRyzenAI cannot render; use SystemMessage, "
+                "HumanMessage, AIMessage (with tool_calls) or ToolMessage"
+            )
+    return out
+
+
+def _usage(chunk: Chunk) -> UsageMetadata | None:
+    if chunk.usage is None:
+        return None
+    reused = chunk.timings.reused_prompt_tokens if chunk.timings is not None else 0
+    return UsageMetadata(
+        input_tokens=chunk.usage.prompt_tokens,
+        output_tokens=chunk.usage.completion_tokens,
+        total_tokens=chunk.usage.total_tokens,
+        input_token_details={"cache_read": reused},
+    )
+
+
+def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
+    """What the last chunk reports: why it ended, which package, timings and the budget plan."""
+    meta: dict[str, Any] = {
+        "model_name": model_name,
+        "model_provider": PROVIDER,
+        "finish_reason": chunk.finish_reason,
+        "stop_reason": _STOP_REASONS.get(str(chunk.finish_reason), chunk.finish_reason),
+    }
+    if chunk.stop_sequence is not None:
+        meta["stop_reason"], meta["stop_sequence"] = "stop_sequence", chunk.stop_sequence
+    if chunk.timings is not None:
+        meta["timings"] = chunk.timings.to_dict()
+    if chunk.plan is not None:
+        meta["budget_plan"] = chunk.plan.to_dict()
+    meta["dropped_messages"] = chunk.dropped_messages
+    return meta
+
+
+def generation_chunk(chunk: Chunk, model_name: str) -> ChatGenerationChunk:
+    """A core chunk as a LangChain chunk (the last one carries calls, usage and metadata)."""
+    additional: dict[str, Any] = {"reasoning_content": chunk.reasoning} if chunk.reasoning else {}
+    if chunk.finish_reason is None:
+        message = AIMessageChunk(
+            content=chunk.text, additional_kwargs=additional, response_metadata={"model_provider": PROVIDER}
+        )
+        return ChatGenerationChunk(message=message)
+    meta = _response_metadata(chunk, model_name)
+    message = AIMessageChunk(
+        content=chunk.text,
+        additional_kwargs=additional,
+        tool_call_chunks=[
+            tool_call_chunk(name=c.name, args=json.dumps(c.arguments, ensure_ascii=False), id=c.id or None, index=i)
+            for i, c in enumerate(chunk.tool_calls)
+        ],
+        usage_metadata=_usage(chunk),
+        response_metadata=meta,
+        chunk_position="last",
+    )
+    return ChatGenerationChunk(message=message, generation_info={"finish_reason": chunk.finish_reason})

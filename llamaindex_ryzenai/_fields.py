@@ -1,0 +1,54 @@
+"""RyzenAILLM's constructor fields: aliases resolved, unknown names refused with the closest ones."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .llms import RyzenAILLM
+
+#: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
+FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
+
+
+def checked_fields(cls: type[RyzenAILLM], data: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor (or ``model_copy`` update) fields with aliases resolved; unknown names refused.
+
+    ``class_name`` (added by ``to_dict`` / ``model_dump``) is dropped when it names this class.
+
+    Raises:
+        ValueError: an unknown field (with the closest accepted names), another class's
+            ``class_name``, or an alias and its field given different values.
+    """
+    fields = dict(data)
+    if "class_name" in fields:
+        if fields["class_name"] != cls.class_name():
+            raise ValueError(
+                f"class_name={fields['class_name']!r}: these fields describe another LLM, not {cls.class_name()}; "
+                f"load them with that class (or llama_index.core.llms.loading.load_llm)"
+            )
+        del fields["class_name"]
+    for alias, name in FIELD_ALIASES.items():
+        if alias in fields:
+            value = fields.pop(alias)
+            if name in fields and fields[name] != value:
+                raise ValueError(
+                    f"{alias}={value!r} and {name}={fields[name]!r} disagree ({alias} is another name for "
+                    f"{name}); pass only {name}"
+                )
+            fields[name] = value
+    accepted = sorted(cls.model_fields)
+    unknown = [key for key in fields if key not in cls.model_fields]
+    if unknown:
+        named = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), [*accepted, *FIELD_ALIASES], n=2, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            named.append(f"{key!r}{hint}")
+        raise ValueError(
+            f"{cls.__name__} got unknown field(s) {', '.join(named)}; accepted fields: {', '.join(accepted)} "
+            f"(and {', '.join(f'{a} for {n}' for a, n in FIELD_ALIASES.items())})"
+        )
+    return fields

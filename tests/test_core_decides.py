@@ -1,0 +1,249 @@
+"""The core decides, the faces translate: both faces send the core the same request for the same call.
+
+Real OGA on the fixture models. The request each face builds is recorded on its way into the
+real engine (the call still runs), and compared field by field.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from llama_index.core.base.llms.types import ChatMessage as LIMessage
+from llama_index.core.base.llms.types import MessageRole
+from pydantic import BaseModel
+
+from conftest import TINY_LLAMA, TINY_QWEN3
+from langchain_ryzenai import ChatRyzenAI
+from llamaindex_ryzenai import RyzenAILLM
+from ryzenai_core import ChatMessage, Engine, GenerationTimeoutError, Request
+from ryzenai_core import engine as engine_module
+from ryzenai_core.options import validated_options
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN = str(TINY_QWEN3)
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two integers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
+class Answer(BaseModel):
+    city: str
+    population: int
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Every request that reaches Engine.run / Engine.arun (the calls run as usual)."""
+    seen: list[Request] = []
+    run, arun = Engine.run, Engine.arun
+
+    def recording_run(self: Engine, request: Request) -> Any:
+        seen.append(request)
+        return run(self, request)
+
+    def recording_arun(self: Engine, request: Request) -> Any:
+        seen.append(request)
+        return arun(self, request)
+
+    monkeypatch.setattr(Engine, "run", recording_run)
+    monkeypatch.setattr(Engine, "arun", recording_arun)
+    return seen
+
+
+def _sent(request: Request) -> tuple[Any, ...]:
+    """What a request asks of the core, without the face's names for its options (error messages only)."""
+    return (
+        pickle.dumps(list(request.messages)),
+        request.options.model_dump(exclude={"option_names"}),
+        request.timeout,
+    )
+
+
+LC_SYSTEM = [SystemMessage("Answer briefly."), HumanMessage("What is 2 plus 3?")]
+CORE_SYSTEM = [ChatMessage("system", "Answer briefly."), ChatMessage("user", "What is 2 plus 3?")]
+LI_SYSTEM = [
+    LIMessage(role=MessageRole.SYSTEM, content="Answer briefly."),
+    LIMessage(role=MessageRole.USER, content="What is 2 plus 3?"),
+]
+
+
+@pytest.mark.parametrize(
+    ("langchain", "llamaindex"),
+    [
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, temperature=0, max_tokens=12, stop=["END"], timeout=30).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, temperature=0, max_new_tokens=12, stop=["END"], timeout=30).chat(LI_SYSTEM),
+            id="sampling-limits-stop",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=64).bind_tools([ADD], tool_choice="add").invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=64).chat(LI_SYSTEM, tools=[ADD], tool_choice="add"),
+            id="forced-tool-call",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN).bind_tools([ADD], tool_choice="none").invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN).chat(LI_SYSTEM, tools=[ADD], tool_choice="none"),
+            id="tools-not-sent",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=48).invoke(
+                LC_SYSTEM, response_format={"type": "json_schema", "schema": Answer.model_json_schema()}
+            ),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=48).chat(
+                LI_SYSTEM, response_format={"type": "json_schema", "schema": Answer.model_json_schema()}
+            ),
+            id="json-schema",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(
+                model=str(TINY_LLAMA), max_tokens=4, model_kwargs={"date_string": "1 Jan 2026"}, enable_thinking=False
+            ).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(
+                model=str(TINY_LLAMA), max_new_tokens=4, template_vars={"date_string": "1 Jan 2026"}, enable_thinking=False
+            ).chat(LI_SYSTEM),
+            id="template-variables",
+        ),
+    ],
+)
+def test_the_same_call_from_each_face_reaches_the_core_identically(recorded, langchain, llamaindex) -> None:
+    langchain()
+    llamaindex()
+    assert len(recorded) == 2
+    assert _sent(recorded[0]) == _sent(recorded[1])
+
+
+def test_the_core_resolves_a_forced_call_once_the_same_for_both_faces(recorded) -> None:
+    """Grammar, budget and thinking are the core's decisions: one resolution for either face."""
+    lc = ChatRyzenAI(model=QWEN, temperature=0).bind_tools([ADD], tool_choice="required").invoke(LC_SYSTEM)
+    li = RyzenAILLM(model=QWEN, temperature=0).chat(LI_SYSTEM, tools=[ADD], tool_choice="required")
+    session = Engine.get(QWEN, execution="inline").backend.session
+    resolved = [session.resolve(r.options) for r in recorded]
+    assert resolved[0] == resolved[1].model_copy(update={"option_names": resolved[0].option_names})
+    assert resolved[0].guidance is not None and resolved[0].guidance.type == "lark_grammar"
+    assert resolved[0].enable_thinking is False  # a grammar decides every token: the thinking block is closed
+    assert resolved[0].max_new_tokens == Engine.get(QWEN).budget.bounded_output_tokens
+    assert [c["name"] for c in lc.tool_calls] == ["add"]
+    assert [b.tool_name for b in li.message.blocks if hasattr(b, "tool_name")] == ["add"]
+
+
+def test_errors_name_the_option_as_each_face_calls_it() -> None:
+    schema = {"type": "json_schema", "schema": Answer.model_json_schema()}
+    with pytest.raises(ValueError, match=r"max_tokens=4 is too small for this schema.*raise max_tokens"):
+        ChatRyzenAI(model=QWEN, max_tokens=4).invoke("hi", response_format=schema)
+    with pytest.raises(ValueError, match=r"max_new_tokens=4 is too small for this schema.*raise max_new_tokens"):
+        RyzenAILLM(model=QWEN, max_new_tokens=4).chat(LI_SYSTEM, response_format=schema)
+
+
+def test_the_matched_stop_string_is_reported_by_both_faces() -> None:
+    engine = Engine.get(QWEN)
+    free = engine.generate(CORE_SYSTEM, validated_options(max_new_tokens=24, temperature=0, kv_reuse=False)).text
+    stop = free[6:9]
+    assert stop.strip()
+    lc = ChatRyzenAI(model=QWEN, max_tokens=24, temperature=0, kv_reuse=False, stop=[stop, "never-here"])
+    msg = lc.invoke(LC_SYSTEM)
+    assert msg.response_metadata["stop_reason"] == "stop_sequence"
+    assert msg.response_metadata["stop_sequence"] == stop and msg.content == free[: free.index(stop)]
+    li = RyzenAILLM(model=QWEN, max_new_tokens=24, temperature=0, kv_reuse=False, stop=[stop, "never-here"])
+    response = li.chat(LI_SYSTEM)
+    assert response.raw["stop_sequence"] == stop and response.additional_kwargs["stop_sequence"] == stop
+    assert response.raw["budget_plan"] == msg.response_metadata["budget_plan"]  # one key, one plan
+    plain = lc.invoke(LC_SYSTEM, stop=["never-here"])
+    assert plain.response_metadata["stop_reason"] != "stop_sequence" and "stop_sequence" not in plain.response_metadata
+
+
+def test_an_inline_call_times_out_while_the_model_is_busy(copy_package) -> None:
+    """One deadline for every path: an inline call no longer waits for the next token to time out."""
+    engine = Engine.get(copy_package(TINY_LLAMA, "inline-deadline"), execution="inline")
+    engine.load()
+    # Template work until the 5 s render bound: the model side is busy and sends nothing.
+    slow = validated_options(
+        max_new_tokens=3,
+        chat_template="{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}x",
+    )
+    started = time.monotonic()
+    with pytest.raises(GenerationTimeoutError) as info:
+        for _ in engine.stream(CORE_SYSTEM, slow, timeout=0.2):
+            pass
+    assert time.monotonic() - started < 3.0
+    assert info.value.phase == "preparing"
+
+
+def test_a_call_whose_worker_died_before_any_output_is_sent_again_for_either_face(own_copy, monkeypatch, caplog):
+    """Retry before first output is the engine's: RyzenAILLM gets it as ChatRyzenAI does."""
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    pid = engine.backend.pid
+    real = engine_module.read_frame
+    torn: list[Any] = []
+
+    def tearing(stream: Any) -> Any:
+        message = real(stream)
+        if message is not None and message[0] == "delta" and not torn:
+            torn.append(message)
+            raise pickle.UnpicklingError("pickle data was truncated")
+        return message
+
+    monkeypatch.setattr(engine_module, "read_frame", tearing)
+    response = RyzenAILLM(model=str(own_copy), max_new_tokens=4, temperature=0).chat(LI_SYSTEM)
+    assert response.raw["usage"]["completion_tokens"] == 4
+    assert torn and engine.backend.pid not in (None, pid)
+    assert "sending the call again (1 of 1)" in caplog.text
+
+
+@pytest.fixture
+def own_copy(copy_package) -> Path:
+    return copy_package(TINY_LLAMA, "retry-worker")
+
+
+# ---------------------------------------------------------------------- the import graph
+FRAMEWORKS = ("langchain", "langchain_core", "llama_index", "langchain_ryzenai", "llamaindex_ryzenai", "ryzenai_cli")
+
+
+def test_the_installed_core_imports_neither_face_nor_framework() -> None:
+    """Every module of the installed core, imported in a fresh interpreter, loads no framework."""
+    code = (
+        "import importlib, json, pkgutil, sys\n"
+        "import ryzenai_core\n"
+        "for m in pkgutil.walk_packages(ryzenai_core.__path__, 'ryzenai_core.'):\n"
+        "    if m.name != 'ryzenai_core.worker':\n"
+        "        importlib.import_module(m.name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert "ryzenai_core.engine" in loaded and "ryzenai_core.request" in loaded
+    assert [m for m in loaded if m.split(".")[0] in FRAMEWORKS] == []
+
+
+def test_no_core_source_file_names_a_face_or_framework() -> None:
+    """Also imports inside functions and importlib calls, which the fresh import above cannot reach."""
+    found = []
+    for path in sorted((ROOT / "core").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.split(".")[0] in FRAMEWORKS and " " not in node.value else []
+            found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0] in FRAMEWORKS]
+    assert found == []
