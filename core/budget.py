@@ -136,6 +136,13 @@ class ContextBudget:
             return min(self.default_max_new_tokens, self.window - 1)
         return min(max(self.window - self.prompt_limit, 256), self.window - 1)
 
+    def output_tokens(self, max_new_tokens: int | None = None) -> int:
+        """The output a call asking for ``max_new_tokens`` can get at most (None: the bounded default).
+
+        Never more than the window minus the one prompt token every generation needs.
+        """
+        return min(max_new_tokens or self.bounded_output_tokens, self.window - 1)
+
     def prefill_bucket(self, prompt_tokens: int) -> int | None:
         """Padded length of a single prefill of this many tokens (None without buckets)."""
         if not self.prefill_buckets:

@@ -101,6 +101,7 @@ class _Pending:
         self.backend = backend
         self.request = request
         self.control = CallControl(timeout=request.timeout)
+        self.control.budget_name = request.options.called("max_new_tokens")
         self.control.deadline = None  # the clock starts once the model is loaded
         self.put: Callable[[tuple[str, Any]], None] = lambda item: None
         self.rid = 0

@@ -103,14 +103,19 @@ _PHASES = {
 
 
 def timeout_error(
-    timeout: float | None, phase: str, *, tokens: int = 0, prompt_tokens: int = 0
+    timeout: float | None,
+    phase: str,
+    *,
+    tokens: int = 0,
+    prompt_tokens: int = 0,
+    budget_name: str = "max_new_tokens",
 ) -> GenerationTimeoutError:
     """The error of a call that ran out of ``timeout`` in ``phase``."""
     where = _PHASES.get(phase, "while " + phase).format(tokens=tokens, prompt_tokens=prompt_tokens)
     return GenerationTimeoutError(
         f"the call ran out of its timeout={timeout} s {where} and was cancelled. The timeout counts "
         "waiting for the model, preparing the prompt, prefill and generation (not the one-time model load); "
-        "raise timeout, shorten the prompt or lower max_tokens",
+        f"raise timeout, shorten the prompt or lower {budget_name}",
         phase=phase,
     )
 
@@ -126,6 +131,7 @@ class CallControl:
     """
 
     __slots__ = (
+        "budget_name",
         "cancel",
         "deadline",
         "idle_since",
@@ -157,6 +163,7 @@ class CallControl:
         self.lock = threading.Lock()
         self.tokens = 0
         self.prompt_tokens = 0
+        self.budget_name = "max_new_tokens"  # what the caller calls the output budget (error messages)
 
     def start_clock(self) -> None:
         """Start (or restart) the timeout from now."""
@@ -175,7 +182,9 @@ class CallControl:
 
     def timeout_error(self) -> GenerationTimeoutError:
         """The timeout error for the current phase."""
-        return timeout_error(self.timeout, self.phase, tokens=self.tokens, prompt_tokens=self.prompt_tokens)
+        return timeout_error(
+            self.timeout, self.phase, tokens=self.tokens, prompt_tokens=self.prompt_tokens, budget_name=self.budget_name
+        )
 
 
 def abandoned_error(tokens: int) -> StreamAbandonedError:
@@ -656,6 +665,7 @@ class Session:
         control = control or CallControl()
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
+        control.budget_name = options.called("max_new_tokens")
         control.enter("preparing")
         options = self.resolve(options)
         prepared = self.prepare(messages, options, control.check_deadline)

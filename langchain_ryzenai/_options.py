@@ -10,16 +10,13 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 from langchain_core.language_models import BaseChatModel
 from pydantic import AliasChoices
 
 from ryzenai_core import InvalidRequestError
-
-if TYPE_CHECKING:
-    from .chat_models import ChatRyzenAI
 
 #: What the core's options are called in this face, for error messages.
 OPTION_NAMES = {"max_new_tokens": "max_tokens", "template_vars": "model_kwargs"}
@@ -145,7 +142,7 @@ def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[s
     return out
 
 
-def _init_kwargs(cls: type[ChatRyzenAI], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Constructor arguments, checked, with the generation options of ``model_kwargs`` moved to their fields.
 
     Raises:

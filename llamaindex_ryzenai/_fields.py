@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .llms import RyzenAILLM
+from llama_index.core.schema import BaseComponent
 
 #: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
 FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
 
 
-def checked_fields(cls: type[RyzenAILLM], data: Mapping[str, Any]) -> dict[str, Any]:
+def checked_fields(cls: type[BaseComponent], data: Mapping[str, Any]) -> dict[str, Any]:
     """Constructor (or ``model_copy`` update) fields with aliases resolved; unknown names refused.
 
     ``class_name`` (added by ``to_dict`` / ``model_dump``) is dropped when it names this class.

@@ -55,6 +55,7 @@ from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import validated_options
+from ryzenai_core.packing import packing_limit
 from ryzenai_core.request import Request
 from ryzenai_core.session import check_runtime_settings
 
@@ -303,7 +304,7 @@ class RyzenAILLM(StructuredOutput):
             InvalidRequestError: ``context_window`` over the package's window, or not above the output.
         """
         budget = self.budget
-        n = int(min(self.max_new_tokens or budget.bounded_output_tokens, budget.window - 1))
+        n = int(budget.output_tokens(self.max_new_tokens))
         if self.context_window is not None:
             name = self.engine.package.name
             if self.context_window > budget.window:
@@ -384,8 +385,7 @@ class RyzenAILLM(StructuredOutput):
 
     def _prompt_room(self, num_output: int) -> int:
         """Package tokens left for what PromptHelper counts: the limit minus the template's own tokens."""
-        budget = self.budget
-        return int(min(budget.max_prompt_tokens, budget.window - num_output) - self._scaffold_tokens())
+        return int(packing_limit(self.budget, num_output)) - self._scaffold_tokens()
 
     def _scaffold_tokens(self) -> int:
         """Tokens the chat template adds around an empty system + user turn (headers, BOS, ...)."""
