@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from ryzenai_core.engine import Engine
+from ryzenai_core.engine import Completion, Engine
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
@@ -48,26 +48,23 @@ class ChatSession:
         """Stream one answer to ``out``; returns the status line. Ctrl-C stops the answer."""
         opts = validated_options(max_new_tokens=self.max_new_tokens, overflow="drop_oldest", **self.options)
         stream = self.engine.stream(self.messages(user), opts)
-        text, final = [], None
+        answer = Completion()
         interrupted = False
         try:
             for chunk in stream:
                 if chunk.reasoning:
                     out.write(f"\x1b[2m{chunk.reasoning}\x1b[0m")
-                if chunk.text:
-                    out.write(chunk.text)
-                    text.append(chunk.text)
+                out.write(chunk.text)
                 out.flush()
-                if chunk.finish_reason is not None:
-                    final = chunk
+                answer.add(chunk)
         except KeyboardInterrupt:
             interrupted = True
         finally:
             stream.close()
         out.write("\n")
-        answer = "".join(text)
+        final = answer if answer.finish_reason is not None else None
         images = len(self.images)
-        self.history += [self.user_message(user), ChatMessage("assistant", answer)]
+        self.history += [self.user_message(user), ChatMessage("assistant", answer.text)]
         self.images = []
         if final is not None and final.dropped_messages:
             self.history = self.history[final.dropped_messages :]
