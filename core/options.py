@@ -8,15 +8,27 @@ runtime (:func:`resolve_search`).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import InvalidRequestError
 
 __all__ = [
     "GenerationOptions",
+    "ModelName",
+    "Provider",
     "Guidance",
     "ResponseFormat",
     "resolve_search",
@@ -33,6 +45,25 @@ _CHOICE_WORDS = {"auto": "auto", "none": "none", "required": "required", "any": 
 _CHOICE_HINT = (
     "use 'auto', 'none', 'required' (or 'any'), a tool name, or {'type': 'function', 'function': {'name': ...}}"
 )
+
+
+def _model_name(value: Any) -> Any:
+    """A folder given as a path object, as the text the caller gave (``Path`` -> ``str``)."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _provider(value: str | None) -> str | None:
+    from .session import check_runtime_settings  # here: the session module imports this one
+
+    check_runtime_settings(value)  # when a model object is made, not at its first call
+    return value
+
+
+#: A model as the caller named it: a package folder (a path object becomes its text), a Hugging
+#: Face repository id or an embedded model's name. For the faces' ``model`` fields.
+ModelName = Annotated[str, BeforeValidator(_model_name)]
+#: An execution provider a runtime takes (None: the package's own). For the faces' ``provider`` fields.
+Provider = Annotated[str | None, AfterValidator(_provider)]
 
 
 def tool_choice_from(value: Any) -> ToolChoice:

@@ -20,7 +20,6 @@ code path.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Literal
@@ -40,8 +39,7 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 
 from ryzenai_core import Engine, InvalidRequestError, Request
-from ryzenai_core.options import validated_options
-from ryzenai_core.session import check_runtime_settings
+from ryzenai_core.options import ModelName, Provider, validated_options
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
 from ._options import (
@@ -180,7 +178,7 @@ class ChatRyzenAI(BaseChatModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", arbitrary_types_allowed=True)
 
-    model: str = Field(
+    model: ModelName = Field(
         alias="model_name",
         min_length=1,
         description="model package folder, Hugging Face repository id or embedded model name",
@@ -194,7 +192,7 @@ class ChatRyzenAI(BaseChatModel):
     stop: list[str] | None = Field(None, description="strings that end the answer (one string or a list)")
     timeout: float | None = Field(None, gt=0.0, description="seconds a call may take; it is cancelled after")
     max_retries: int = Field(1, ge=0, description="new attempts after the model worker died before any output")
-    provider: str | None = Field(None, description="None (the package's own), 'cpu', 'cuda' or 'dml'")
+    provider: Provider = Field(None, description="None (the package's own), 'cpu', 'cuda' or 'dml'")
     num_threads: int | None = Field(None, ge=1, description="CPU threads of the runtime")
     release: str | None = Field(None, description="Ryzen AI release to plan the budget for (default: detected)")
     execution: Literal["process", "inline"] | None = Field(None, description="run the model in a worker process")
@@ -229,17 +227,6 @@ class ChatRyzenAI(BaseChatModel):
             pydantic.ValidationError: a value out of range.
         """
         super().__init__(**_init_kwargs(type(self), kwargs))
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _path_to_str(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-    @field_validator("provider")
-    @classmethod
-    def _known_provider(cls, value: str | None) -> str | None:
-        check_runtime_settings(value)  # at construction, not at the first call
-        return value
 
     @field_validator("stop", mode="before")
     @classmethod

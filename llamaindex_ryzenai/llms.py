@@ -21,7 +21,6 @@ import contextlib
 import json
 import logging
 import math
-import os
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
@@ -41,7 +40,7 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
     MessageRole,
 )
-from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.llm import ToolSelection, default_completion_to_prompt
@@ -54,10 +53,9 @@ from ryzenai_core.engine import Engine
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
-from ryzenai_core.options import validated_options
+from ryzenai_core.options import ModelName, Provider, validated_options
 from ryzenai_core.packing import packing_limit
 from ryzenai_core.request import Request
-from ryzenai_core.session import check_runtime_settings
 
 from ._convert import (
     _Fold,
@@ -130,7 +128,7 @@ class RyzenAILLM(StructuredOutput):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(
+    model: ModelName = Field(
         description="The model package: a folder, an embedded model's name or a Hugging Face repository id."
     )
     temperature: float | None = Field(None, ge=0.0, le=100.0, description="0 = greedy; None = package default.")
@@ -142,7 +140,7 @@ class RyzenAILLM(StructuredOutput):
     seed: int | None = Field(None, ge=0, description="Random seed for sampling.")
     stop: list[str] = Field(default_factory=list, description="Strings that end the output (never part of it).")
     timeout: float | None = Field(None, gt=0, description="Seconds a call may take before it is cancelled.")
-    provider: str | None = Field(None, description="None = the package's own; 'cpu', 'cuda' or 'dml' to override.")
+    provider: Provider = Field(None, description="None = the package's own; 'cpu', 'cuda' or 'dml' to override.")
     num_threads: int | None = Field(None, ge=1, description="Intra-op threads for CPU execution.")
     execution: Literal["process", "inline"] | None = Field(
         None, description="'process' (default: a worker process keeps the event loop free) or 'inline'."
@@ -194,17 +192,6 @@ class RyzenAILLM(StructuredOutput):
     @classmethod
     def _known_fields(cls, data: Any) -> Any:
         return checked_fields(cls, data) if isinstance(data, Mapping) else data
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _path_to_str(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
-
-    @field_validator("provider")
-    @classmethod
-    def _known_provider(cls, value: str | None) -> str | None:
-        check_runtime_settings(value)  # at construction, not at the first call
-        return value
 
     @model_validator(mode="after")
     def _window_fits_the_output(self) -> Self:
