@@ -1,0 +1,129 @@
+"""LangChain face of the embedding engine: :class:`RyzenAIEmbeddings`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Literal
+
+from langchain_core.embeddings import Embeddings
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from ryzenai_core.embeddings import EmbeddingEngine, EmbeddingResult
+
+__all__ = ["RyzenAIEmbeddings"]
+
+
+class RyzenAIEmbeddings(BaseModel, Embeddings):
+    """Embeddings from an ONNX embedding model on the Ryzen AI NPU (or the CPU elsewhere).
+
+    ``model`` is a folder as Hugging Face ships sentence-transformers models
+    (``onnx/model.onnx``, ``tokenizer.json``, ``1_Pooling/config.json``) or as AMD's NPU
+    examples export them (a static ``model.onnx``), or a Hugging Face repository id (the
+    cache first). Pooling, maximum length and normalisation come from the folder; BGE models
+    get BGE's query instruction. Texts longer than the maximum length are truncated and
+    logged (``on_overflow="error"`` raises instead).
+
+    Example:
+        .. code-block:: python
+
+            from langchain_core.vectorstores import InMemoryVectorStore
+            from langchain_ryzenai import RyzenAIEmbeddings
+
+            embeddings = RyzenAIEmbeddings(model="BAAI/bge-small-en-v1.5")
+            store = InMemoryVectorStore.from_texts(["NPUs run fixed shapes."], embeddings)
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), arbitrary_types_allowed=True)
+
+    model: str = Field(description="model folder, or Hugging Face repository id")
+    provider: Literal["auto", "npu", "cpu"] = "auto"
+    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
+    shapes: Literal["auto", "static", "dynamic"] = "auto"
+    """``auto``: static length buckets on the NPU, dynamic shapes on the CPU."""
+    buckets: list[int] | None = None
+    """Sequence-length buckets for static shapes (default 32, 64, 128, 256, 512, capped at the maximum)."""
+    provider_options: dict[str, str] | None = None
+    """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
+    isolation: Literal["process", "thread"] | None = None
+    """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
+    onnx_file: str | None = None
+    """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
+    pooling: Literal["cls", "mean"] | None = None
+    """Override the folder's pooling."""
+    batch_size: int = Field(default=32, ge=1)
+    """Texts per run with dynamic shapes."""
+    normalize: bool | None = None
+    """L2-normalise the vectors (default: as the folder says; True without modules.json)."""
+    query_instruction: str | None = None
+    """Prefix for queries (default: the model's, BGE's for BGE models)."""
+    document_instruction: str | None = None
+    """Prefix for documents (default: none)."""
+    on_overflow: Literal["truncate", "error"] = "truncate"
+    show_progress: bool = False
+    """Show a progress bar over the texts of embed_documents."""
+
+    _engine: EmbeddingEngine = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Open (or share) the engine for this folder and these settings."""
+        self._engine = EmbeddingEngine.get(
+            self.model,
+            provider=self.provider,
+            shapes=self.shapes,
+            buckets=self.buckets,
+            provider_options=self.provider_options,
+            isolation=self.isolation,
+            onnx_file=self.onnx_file,
+            pooling=self.pooling,
+        )
+
+    @property
+    def engine(self) -> EmbeddingEngine:
+        """The core engine (package facts: ``engine.describe()``)."""
+        return self._engine
+
+    def embed(self, texts: list[str], *, kind: Literal["query", "document"] = "document") -> EmbeddingResult:
+        """Embed with the full result: vectors, token counts, truncated texts, padding."""
+        instruction = self.query_instruction if kind == "query" else self.document_instruction
+        progress: Callable[[int], None] | None = None
+        bar: Any = None
+        if self.show_progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(texts), desc="embedding", unit="text")
+
+            def progress(done: int) -> None:
+                bar.update(done - bar.n)
+
+        try:
+            return self._engine.embed(
+                texts,
+                kind=kind,
+                instruction=instruction,
+                normalize=self.normalize,
+                batch_size=self.batch_size,
+                on_overflow=self.on_overflow,
+                progress=progress,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text."""
+        vectors: list[list[float]] = self.embed(texts).vectors
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of one query (with the query instruction)."""
+        vector: list[float] = self.embed([text], kind="query").vectors[0]
+        return vector
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """embed_documents on a worker thread: the event loop keeps running."""
+        return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """embed_query on a worker thread: the event loop keeps running."""
+        return await asyncio.to_thread(self.embed_query, text)
