@@ -37,6 +37,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import BaseModel, Field, PrivateAttr
+
 from ._frames import read_frame, write_frame
 from .budget import ContextBudget
 from .errors import (
@@ -61,6 +63,7 @@ __all__ = [
     "EmbeddingEngine",
     "EmbeddingPackage",
     "EmbeddingResult",
+    "EmbeddingSettings",
     "SessionSpec",
     "import_onnxruntime",
     "is_embedding_folder",
@@ -85,34 +88,28 @@ Pooling = Literal["cls", "mean"]
 Kind = Literal["query", "document"]
 
 
+def _import(module: str, why: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise RuntimeNotAvailableError(f"{why} ({exc}). Install it with {_EXTRA}") from exc
+
+
 def import_onnxruntime() -> ModuleType:
     """Import onnxruntime, or raise :class:`RuntimeNotAvailableError` naming the extra."""
-    try:
-        return importlib.import_module("onnxruntime")
-    except ImportError as exc:
-        raise RuntimeNotAvailableError(
-            f"embedding models run on onnxruntime, which is not installed ({exc}). Install it with "
-            f"{_EXTRA}; in a Ryzen AI environment use its own onnxruntime build (onnxruntime-vitisai), "
-            "which provides the same import name"
-        ) from exc
+    return _import(
+        "onnxruntime",
+        "embedding models run on onnxruntime, which is not installed; in a Ryzen AI environment use its own "
+        "build (onnxruntime-vitisai), which provides the same import name",
+    )
 
 
 def _import_tokenizers() -> Any:
-    try:
-        return importlib.import_module("tokenizers")
-    except ImportError as exc:
-        raise RuntimeNotAvailableError(
-            f"embedding models need Hugging Face's `tokenizers` package ({exc}); install it with {_EXTRA}"
-        ) from exc
+    return _import("tokenizers", "embedding models need Hugging Face's `tokenizers` package")
 
 
 def _import_onnx() -> Any:
-    try:
-        return importlib.import_module("onnx")
-    except ImportError as exc:
-        raise RuntimeNotAvailableError(
-            f"reading an embedding model's graph needs the `onnx` package ({exc}); install it with {_EXTRA}"
-        ) from exc
+    return _import("onnx", "reading an embedding model's graph needs the `onnx` package")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1010,3 +1007,55 @@ def close_all() -> None:
         _ENGINES.clear()
     for engine in engines:
         engine.close()
+
+
+class EmbeddingSettings(BaseModel):
+    """What both framework faces take to choose and run an embedding model (a pydantic mixin)."""
+
+    model: str = Field(description="embedding model folder, or Hugging Face repository id")
+    provider: Literal["auto", "npu", "cpu"] = "auto"
+    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
+    shapes: Literal["auto", "static", "dynamic"] = "auto"
+    """``auto``: static length buckets on the NPU (or for a static graph), dynamic shapes on the CPU."""
+    buckets: list[int] | None = None
+    """Sequence-length buckets for static shapes (default 32, 64, 128, 256, 512, capped at the maximum)."""
+    provider_options: dict[str, str] | None = None
+    """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
+    isolation: Literal["process", "thread"] | None = None
+    """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
+    onnx_file: str | None = None
+    """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
+    pooling: Literal["cls", "mean"] | None = None
+    """Override the folder's pooling."""
+    normalize: bool | None = None
+    """L2-normalise the vectors (default: as the folder says; True without modules.json)."""
+    query_instruction: str | None = None
+    """Prefix for queries (default: the model's: BGE's for BGE English models, else none)."""
+    on_overflow: Literal["truncate", "error"] = "truncate"
+    """A text over the maximum length: ``truncate`` (logged, listed in the result) or ``error``."""
+
+    _engine: EmbeddingEngine | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Open (or share) the engine now, so a bad folder is an error at construction."""
+        self._engine = self.open_engine()
+
+    @property
+    def engine(self) -> EmbeddingEngine:
+        """The core engine (package facts: ``engine.describe()``)."""
+        if self._engine is None:  # pragma: no cover - model_post_init opened it
+            self._engine = self.open_engine()
+        return self._engine
+
+    def open_engine(self) -> EmbeddingEngine:
+        """The shared engine for these settings."""
+        return EmbeddingEngine.get(
+            self.model,
+            provider=self.provider,
+            shapes=self.shapes,
+            buckets=self.buckets,
+            provider_options=self.provider_options,
+            isolation=self.isolation,
+            onnx_file=self.onnx_file,
+            pooling=self.pooling,
+        )

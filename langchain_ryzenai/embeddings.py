@@ -7,14 +7,14 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field
 
-from ryzenai_core.embeddings import EmbeddingEngine, EmbeddingResult
+from ryzenai_core.embeddings import EmbeddingResult, EmbeddingSettings
 
 __all__ = ["RyzenAIEmbeddings"]
 
 
-class RyzenAIEmbeddings(BaseModel, Embeddings):
+class RyzenAIEmbeddings(EmbeddingSettings, Embeddings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Embeddings from an ONNX embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a folder as Hugging Face ships sentence-transformers models
@@ -36,52 +36,12 @@ class RyzenAIEmbeddings(BaseModel, Embeddings):
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), arbitrary_types_allowed=True)
 
-    model: str = Field(description="model folder, or Hugging Face repository id")
-    provider: Literal["auto", "npu", "cpu"] = "auto"
-    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
-    shapes: Literal["auto", "static", "dynamic"] = "auto"
-    """``auto``: static length buckets on the NPU, dynamic shapes on the CPU."""
-    buckets: list[int] | None = None
-    """Sequence-length buckets for static shapes (default 32, 64, 128, 256, 512, capped at the maximum)."""
-    provider_options: dict[str, str] | None = None
-    """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
-    isolation: Literal["process", "thread"] | None = None
-    """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
-    onnx_file: str | None = None
-    """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
-    pooling: Literal["cls", "mean"] | None = None
-    """Override the folder's pooling."""
     batch_size: int = Field(default=32, ge=1)
     """Texts per run with dynamic shapes."""
-    normalize: bool | None = None
-    """L2-normalise the vectors (default: as the folder says; True without modules.json)."""
-    query_instruction: str | None = None
-    """Prefix for queries (default: the model's, BGE's for BGE models)."""
     document_instruction: str | None = None
     """Prefix for documents (default: none)."""
-    on_overflow: Literal["truncate", "error"] = "truncate"
     show_progress: bool = False
     """Show a progress bar over the texts of embed_documents."""
-
-    _engine: EmbeddingEngine = PrivateAttr()
-
-    def model_post_init(self, context: Any, /) -> None:
-        """Open (or share) the engine for this folder and these settings."""
-        self._engine = EmbeddingEngine.get(
-            self.model,
-            provider=self.provider,
-            shapes=self.shapes,
-            buckets=self.buckets,
-            provider_options=self.provider_options,
-            isolation=self.isolation,
-            onnx_file=self.onnx_file,
-            pooling=self.pooling,
-        )
-
-    @property
-    def engine(self) -> EmbeddingEngine:
-        """The core engine (package facts: ``engine.describe()``)."""
-        return self._engine
 
     def embed(self, texts: list[str], *, kind: Literal["query", "document"] = "document") -> EmbeddingResult:
         """Embed with the full result: vectors, token counts, truncated texts, padding."""
@@ -97,7 +57,7 @@ class RyzenAIEmbeddings(BaseModel, Embeddings):
                 bar.update(done - bar.n)
 
         try:
-            return self._engine.embed(
+            return self.engine.embed(
                 texts,
                 kind=kind,
                 instruction=instruction,

@@ -6,14 +6,14 @@ import asyncio
 from typing import Any, Literal
 
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
-from ryzenai_core.embeddings import EmbeddingEngine
+from ryzenai_core.embeddings import EmbeddingSettings
 
 __all__ = ["RyzenAIEmbedding"]
 
 
-class RyzenAIEmbedding(BaseEmbedding):
+class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """A LlamaIndex embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is an embedding folder (Hugging Face's sentence-transformers layout with
@@ -33,48 +33,20 @@ class RyzenAIEmbedding(BaseEmbedding):
             index = VectorStoreIndex.from_documents(documents)
     """
 
-    model: str = Field(description="model folder, or Hugging Face repository id")
-    provider: Literal["auto", "npu", "cpu"] = "auto"
-    shapes: Literal["auto", "static", "dynamic"] = "auto"
-    buckets: list[int] | None = None
-    provider_options: dict[str, str] | None = None
-    isolation: Literal["process", "thread"] | None = None
-    onnx_file: str | None = None
-    pooling: Literal["cls", "mean"] | None = None
-    normalize: bool | None = Field(default=None, description="L2-normalise (default: as the folder says)")
-    query_instruction: str | None = Field(default=None, description="prefix for queries (default: the model's)")
     text_instruction: str | None = Field(default=None, description="prefix for documents (default: none)")
-    on_overflow: Literal["truncate", "error"] = "truncate"
-
-    _engine: EmbeddingEngine = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         data.setdefault("model_name", str(data.get("model", "")))
         super().__init__(**data)
-        self._engine = EmbeddingEngine.get(
-            self.model,
-            provider=self.provider,
-            shapes=self.shapes,
-            buckets=self.buckets,
-            provider_options=self.provider_options,
-            isolation=self.isolation,
-            onnx_file=self.onnx_file,
-            pooling=self.pooling,
-        )
 
     @classmethod
     def class_name(cls) -> str:
         """Name for serialisation."""
         return "RyzenAIEmbedding"
 
-    @property
-    def engine(self) -> EmbeddingEngine:
-        """The core engine (package facts: ``engine.describe()``)."""
-        return self._engine
-
     def _embed(self, texts: list[str], kind: Literal["query", "document"]) -> list[Embedding]:
         instruction = self.query_instruction if kind == "query" else self.text_instruction
-        vectors: list[Embedding] = self._engine.embed(
+        vectors: list[Embedding] = self.engine.embed(
             texts,
             kind=kind,
             instruction=instruction,

@@ -340,7 +340,7 @@ def test_missing_onnxruntime_names_the_extra(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(RuntimeNotAvailableError, match=r"pip install 'ryzenai-llm\[embeddings\]'.*onnxruntime-vitisai"):
+    with pytest.raises(RuntimeNotAvailableError, match=r"onnxruntime-vitisai.*pip install 'ryzenai-llm\[embeddings\]'"):
         import_onnxruntime()
 
 
@@ -348,3 +348,44 @@ def test_the_engine_is_shared_per_folder_and_settings():
     a = EmbeddingEngine.get(str(TINY_ST))
     assert EmbeddingEngine.get(TINY_ST) is a
     assert EmbeddingEngine.get(TINY_ST, shapes="static") is not a
+
+
+# -- command line and demo ---------------------------------------------------------------------
+
+
+def test_info_describes_an_embedding_folder(capsys):
+    from ryzenai_core.cli import main
+
+    assert main(["info", str(TINY_STATIC)]) == 0
+    out = capsys.readouterr().out
+    assert "embedding model    tiny-bert-static" in out and "graph shapes       static [1, 128]" in out
+    assert "pooling            cls (1_Pooling/config.json)" in out and "runs static, buckets 128" in out
+    assert main(["info", str(TINY_ST), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["kind"], facts["dims"], facts["max_length"], facts["shapes"], facts["provider"]) == (
+        "embedding", 32, 128, "dynamic", "CPUExecutionProvider"
+    )
+
+
+def test_demo_retrieves_with_an_embedding_model(capsys, tmp_path, llamaindex_event_loop):
+    from langchain_core.documents import Document
+
+    from langchain_ryzenai import RyzenAIEmbeddings
+    from langchain_ryzenai.demo import build_retriever
+    from llamaindex_ryzenai import RyzenAIEmbedding, RyzenAILLM
+    from llamaindex_ryzenai.demo import build_query_engine
+    from ryzenai_core.cli import main
+
+    texts = [f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}." for i in range(3)]
+    docs = [Document(page_content=t) for t in texts]
+    retriever = build_retriever(docs, k=1, embeddings=RyzenAIEmbeddings(model=str(TINY_ST)))
+    assert [d.page_content for d in retriever.invoke(texts[1])] == [texts[1]]
+    engine = build_query_engine(RyzenAILLM(model="tiny-qa-llama"), texts, k=1, embed_model=RyzenAIEmbedding(model=str(TINY_ST)))
+    assert [n.node.get_content() for n in engine.retrieve(texts[2])] == [texts[2]]
+    for i, t in enumerate(texts):
+        (tmp_path / f"d{i}.txt").write_text(t)
+    code = main(["demo", "--docs", str(tmp_path), "--question", "Who built the Vexlar probe number 1?",
+                 "--max-new-tokens", "4", "--embed-model", str(TINY_ST)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "(3 documents, tiny-bert-st embeddings on CPUExecutionProvider, top 2)" in out
+    assert "LangChain" in out and "LlamaIndex" in out

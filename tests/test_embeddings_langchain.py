@@ -23,36 +23,30 @@ TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 TINY_STATIC = FIXTURES / "embeddings" / "tiny-bert-static"
 
 
-class TestRyzenAIEmbeddingsUnit(EmbeddingsUnitTests):
+class _OnTinyBert:
+    folder = TINY_ST
+
     @property
     def embeddings_class(self) -> type[RyzenAIEmbeddings]:
         return RyzenAIEmbeddings
 
     @property
     def embedding_model_params(self) -> dict:
-        return {"model": str(TINY_ST)}
+        return {"model": str(self.folder)}
 
 
-class TestRyzenAIEmbeddingsIntegration(EmbeddingsIntegrationTests):
-    @property
-    def embeddings_class(self) -> type[RyzenAIEmbeddings]:
-        return RyzenAIEmbeddings
-
-    @property
-    def embedding_model_params(self) -> dict:
-        return {"model": str(TINY_ST)}
+class TestRyzenAIEmbeddingsUnit(_OnTinyBert, EmbeddingsUnitTests):
+    pass
 
 
-class TestRyzenAIEmbeddingsStaticExport(EmbeddingsIntegrationTests):
+class TestRyzenAIEmbeddingsIntegration(_OnTinyBert, EmbeddingsIntegrationTests):
+    pass
+
+
+class TestRyzenAIEmbeddingsStaticExport(_OnTinyBert, EmbeddingsIntegrationTests):
     """The same suite on AMD's static (1, 128) export."""
 
-    @property
-    def embeddings_class(self) -> type[RyzenAIEmbeddings]:
-        return RyzenAIEmbeddings
-
-    @property
-    def embedding_model_params(self) -> dict:
-        return {"model": str(TINY_STATIC)}
+    folder = TINY_STATIC
 
 
 DOCS = [

@@ -34,7 +34,7 @@ def _nodes() -> list[TextNode]:
     return [TextNode(text=t, id_=f"doc-{i}") for i, t in enumerate(TEXTS)]
 
 
-def test_vector_store_index_ingests_and_retrieves_each_node_by_its_text(embed_model):
+def test_vector_store_index_ingests_and_retrieves_each_node_by_its_text(embed_model, llamaindex_event_loop):
     index = VectorStoreIndex(_nodes(), embed_model=embed_model)
     retriever = index.as_retriever(similarity_top_k=1)
     for i, text in enumerate(TEXTS):
@@ -72,7 +72,7 @@ def test_query_text_batch_and_async_agree(embed_model, llamaindex_event_loop):
     np.testing.assert_allclose(loop.run_until_complete(embed_model.aget_text_embedding(TEXTS[2])), batch[2], atol=1e-6)
 
 
-def test_embed_batch_size_is_the_engine_s_batch(embed_model):
+def test_embed_batch_size_is_the_engine_s_batch(embed_model, llamaindex_event_loop):
     calls: list[int] = []
     engine = embed_model.engine
     original = engine.embed
@@ -90,7 +90,7 @@ def test_embed_batch_size_is_the_engine_s_batch(embed_model):
     assert calls == [3, 3, 2]
 
 
-def test_instructions_and_defaults():
+def test_instructions_and_defaults(llamaindex_event_loop):
     model = RyzenAIEmbedding(model=str(TINY_ST), query_instruction="query: ", text_instruction="passage: ")
     plain = RyzenAIEmbedding(model=str(TINY_ST))
     assert model.model_name == str(TINY_ST) and model.class_name() == "RyzenAIEmbedding"
@@ -98,7 +98,7 @@ def test_instructions_and_defaults():
     np.testing.assert_allclose(model.get_text_embedding("vantor"), plain.get_text_embedding("passage: vantor"), atol=1e-6)
 
 
-def test_static_export_and_bad_input():
+def test_static_export_and_bad_input(llamaindex_event_loop):
     model = RyzenAIEmbedding(model=str(TINY_STATIC), on_overflow="error")
     assert model.engine.describe()["run_shapes"] == "static"
     assert len(model.get_text_embedding("vantor lab")) == 32
