@@ -210,6 +210,8 @@ class EmbeddingPackage:
     query_instruction: str = ""
     document_instruction: str = ""
     model_type: str | None = None
+    fixed_rows: int | None = None
+    """The graph's batch size when it is fixed (with a dynamic sequence axis too)."""
     outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
 
     @classmethod
@@ -352,6 +354,7 @@ class EmbeddingPackage:
             query_instruction=BGE_QUERY_INSTRUCTION if bge_en else "",
             document_instruction="",
             model_type=config.get("model_type"),
+            fixed_rows=ids_dims[0] if isinstance(ids_dims[0], int) and ids_dims[0] > 0 else None,
             outputs=outputs,
         )
 
@@ -726,12 +729,14 @@ class EmbeddingEngine:
                     ", ".join(available),
                 )
         self.provider = NPU_PROVIDER if on_npu else CPU_PROVIDER
-        if shapes == "dynamic" and pkg.static_shape is not None:
+        fixed = pkg.static_shape is not None or pkg.fixed_rows is not None
+        if shapes == "dynamic" and fixed:
+            shown = list(pkg.static_shape) if pkg.static_shape else [pkg.fixed_rows, "sequence"]
             raise InvalidRequestError(
-                f"shapes='dynamic' but {pkg.onnx_file.name} has a static shape {list(pkg.static_shape)}; "
+                f"shapes='dynamic' but {pkg.onnx_file.name} has a static shape {shown}; "
                 "use shapes='static' (or 'auto'), or export the model with dynamic axes"
             )
-        self.static = shapes == "static" or pkg.static_shape is not None or (shapes == "auto" and on_npu)
+        self.static = shapes == "static" or fixed or (shapes == "auto" and on_npu)
         self.buckets: tuple[int, ...]
         if self.static and pkg.static_shape is not None:
             self.static_rows, self.buckets = pkg.static_shape[0], (pkg.static_shape[1],)
@@ -739,7 +744,7 @@ class EmbeddingEngine:
             chosen = tuple(sorted(set(buckets or DEFAULT_EMBEDDING_BUCKETS)))
             if any(b < 2 for b in chosen):
                 raise InvalidRequestError(f"buckets {list(chosen)}: every bucket must be at least 2 tokens")
-            self.static_rows = 1
+            self.static_rows = pkg.fixed_rows or 1
             self.buckets = tuple(b for b in chosen if b < pkg.max_length) + (pkg.max_length,)
         else:
             self.static_rows, self.buckets = 0, ()
@@ -1046,6 +1051,26 @@ class EmbeddingSettings(BaseModel):
         if self._engine is None:  # pragma: no cover - model_post_init opened it
             self._engine = self.open_engine()
         return self._engine
+
+    def embed_with_settings(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: Kind,
+        instruction: str | None,
+        batch_size: int,
+        progress: Callable[[int], None] | None = None,
+    ) -> EmbeddingResult:
+        """:meth:`EmbeddingEngine.embed` with these settings' normalisation and overflow policy."""
+        return self.engine.embed(
+            texts,
+            kind=kind,
+            instruction=instruction,
+            normalize=self.normalize,
+            batch_size=batch_size,
+            on_overflow=self.on_overflow,
+            progress=progress,
+        )
 
     def open_engine(self) -> EmbeddingEngine:
         """The shared engine for these settings."""

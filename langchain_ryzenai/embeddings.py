@@ -57,15 +57,10 @@ class RyzenAIEmbeddings(EmbeddingSettings, Embeddings):  # type: ignore[misc]  #
                 bar.update(done - bar.n)
 
         try:
-            return self.engine.embed(
-                texts,
-                kind=kind,
-                instruction=instruction,
-                normalize=self.normalize,
-                batch_size=self.batch_size,
-                on_overflow=self.on_overflow,
-                progress=progress,
+            result: EmbeddingResult = self.embed_with_settings(
+                texts, kind=kind, instruction=instruction, batch_size=self.batch_size, progress=progress
             )
+            return result
         finally:
             if bar is not None:
                 bar.close()

@@ -46,13 +46,8 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):  # type: ignore[misc] 
 
     def _embed(self, texts: list[str], kind: Literal["query", "document"]) -> list[Embedding]:
         instruction = self.query_instruction if kind == "query" else self.text_instruction
-        vectors: list[Embedding] = self.engine.embed(
-            texts,
-            kind=kind,
-            instruction=instruction,
-            normalize=self.normalize,
-            batch_size=self.embed_batch_size,
-            on_overflow=self.on_overflow,
+        vectors: list[Embedding] = self.embed_with_settings(
+            texts, kind=kind, instruction=instruction, batch_size=self.embed_batch_size
         ).vectors
         return vectors
 

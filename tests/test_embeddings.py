@@ -389,3 +389,18 @@ def test_demo_retrieves_with_an_embedding_model(capsys, tmp_path, llamaindex_eve
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "(3 documents, tiny-bert-st embeddings on CPUExecutionProvider, top 2)" in out
     assert "LangChain" in out and "LlamaIndex" in out
+
+
+def test_a_graph_with_a_fixed_batch_and_a_dynamic_sequence_runs_its_batch_size(copy_package, tmp_path, cpu):
+    folder = copy_package(TINY_ST)
+    model = onnx.load(str(folder / "onnx" / "model.onnx"))
+    for value in [*model.graph.input, *model.graph.output]:
+        value.type.tensor_type.shape.dim[0].dim_value = 2
+    onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
+    pkg = EmbeddingPackage.open(folder)
+    assert pkg.static_shape is None and pkg.fixed_rows == 2
+    result = EmbeddingEngine(pkg, buckets=[16, 64], cache_dir=tmp_path).embed(TEXTS)  # static: its batch is
+    assert {rows for rows, _ in result.shapes} == {2}
+    with pytest.raises(InvalidRequestError, match=r"has a static shape \[2, 'sequence'\]"):
+        EmbeddingEngine(pkg, shapes="dynamic")
+    np.testing.assert_allclose(result.vectors, cpu.embed(TEXTS).vectors, atol=1e-5)
