@@ -96,12 +96,15 @@ def _import(module: str, why: str) -> ModuleType:
 
 
 def import_onnxruntime() -> ModuleType:
-    """Import onnxruntime, or raise :class:`RuntimeNotAvailableError` naming the extra."""
-    return _import(
-        "onnxruntime",
-        "embedding models run on onnxruntime, which is not installed; in a Ryzen AI environment use its own "
-        "build (onnxruntime-vitisai), which provides the same import name",
-    )
+    """Import onnxruntime, or raise :class:`RuntimeNotAvailableError` saying how to get it."""
+    try:
+        return importlib.import_module("onnxruntime")
+    except ImportError as exc:
+        raise RuntimeNotAvailableError(
+            f"embedding models run on onnxruntime, which is not installed ({exc}). On a Ryzen AI machine, "
+            "run in the environment the Ryzen AI installer created (its onnxruntime-vitisai provides the "
+            "import name and the NPU); elsewhere install the CPU build: pip install 'ryzenai-llm[cpu]'"
+        ) from exc
 
 
 def _import_tokenizers() -> Any:

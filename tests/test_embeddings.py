@@ -336,12 +336,15 @@ def test_vitisai_defaults_cache_dir_and_a_key_that_follows_model_shape_and_versi
     assert static.onnx_file == str(TINY_STATIC / "model.onnx") and static.provider_options[0]["cache_key"].split("-1x128")[0] != opts["cache_key"].split("-1x32")[0]
 
 
-def test_missing_onnxruntime_names_the_extra(monkeypatch):
+def test_missing_runtime_packages_name_the_extra(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(RuntimeNotAvailableError, match=r"onnxruntime-vitisai.*pip install 'ryzenai-llm\[embeddings\]'"):
+    with pytest.raises(RuntimeNotAvailableError, match=r"onnxruntime-vitisai.*pip install 'ryzenai-llm\[cpu\]'"):
         import_onnxruntime()
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    with pytest.raises(RuntimeNotAvailableError, match=r"`tokenizers` package .*pip install 'ryzenai-llm\[embeddings\]'"):
+        emb._import_tokenizers()
 
 
 def test_the_engine_is_shared_per_folder_and_settings():
