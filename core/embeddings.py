@@ -703,6 +703,15 @@ class EmbeddingEngine:
         intra_op_threads: int | None = None,
     ) -> None:
         self.package = package if isinstance(package, EmbeddingPackage) else EmbeddingPackage.open(package)
+        self._settings: dict[str, Any] = {
+            "provider": provider,
+            "shapes": shapes,
+            "buckets": buckets,
+            "provider_options": provider_options,
+            "isolation": isolation,
+            "cache_dir": cache_dir,
+            "intra_op_threads": intra_op_threads,
+        }
         pkg = self.package
         if provider not in ("auto", "npu", "cpu"):
             raise InvalidRequestError(f"provider {provider!r} is not one of 'auto', 'npu', 'cpu'")
@@ -994,6 +1003,16 @@ class EmbeddingEngine:
         os.replace(tmp, target)
         return target
 
+    def __copy__(self) -> EmbeddingEngine:
+        return self  # copies of a face share the engine, its sessions and workers
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EmbeddingEngine:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its folder and settings; unpickled into a new engine (sessions open on use)."""
+        return (_rebuild_engine, (self.package, self._settings))
+
     def close(self) -> None:
         """Stop the workers and drop the sessions (the next call opens them again)."""
         with self._lock:
@@ -1006,6 +1025,10 @@ class EmbeddingEngine:
             self.close()
         except Exception:  # noqa: BLE001, S110 - interpreter shutdown
             pass
+
+
+def _rebuild_engine(package: EmbeddingPackage, settings: dict[str, Any]) -> EmbeddingEngine:
+    return EmbeddingEngine(package, **settings)
 
 
 def close_all() -> None:

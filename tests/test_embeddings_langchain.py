@@ -141,3 +141,16 @@ def test_a_hugging_face_repo_id_resolves_from_the_cache(tmp_path, monkeypatch):
     pkg = embeddings.engine.package
     assert pkg.name == "bge-tiny-en-v1.5" and pkg.query_instruction == BGE_QUERY_INSTRUCTION  # named by its repository
     np.testing.assert_allclose(embeddings.embed_query("vantor"), embeddings.embed_documents([BGE_QUERY_INSTRUCTION + "vantor"])[0], atol=1e-6)
+
+
+def test_copies_share_the_engine_and_pickles_embed_the_same():
+    import copy
+    import pickle
+
+    embeddings = RyzenAIEmbeddings(model=str(TINY_ST), query_instruction="q: ")
+    twin = copy.deepcopy(embeddings)
+    assert twin.engine is embeddings.engine and twin.query_instruction == "q: "
+    assert embeddings.model_copy(update={"batch_size": 2}, deep=True).engine is embeddings.engine
+    restored = pickle.loads(pickle.dumps(embeddings))
+    assert restored.query_instruction == "q: " and restored.engine.package == embeddings.engine.package
+    np.testing.assert_allclose(restored.embed_query("vantor"), embeddings.embed_query("vantor"), atol=1e-6)

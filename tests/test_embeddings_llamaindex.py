@@ -125,3 +125,12 @@ async def test_async_embeddings_run_off_the_event_loop_thread(embed_model):
     finally:
         del engine.embed
     assert seen and threading.get_ident() not in seen
+
+
+def test_copies_and_serialisation(embed_model, llamaindex_event_loop):
+    import copy
+
+    assert copy.deepcopy(embed_model).engine is embed_model.engine
+    again = RyzenAIEmbedding.from_dict(embed_model.to_dict())
+    assert again.engine is embed_model.engine and again.embed_batch_size == 3 and again.query_instruction == ""
+    np.testing.assert_allclose(again.get_text_embedding(TEXTS[0]), embed_model.get_text_embedding(TEXTS[0]), atol=1e-6)
