@@ -9,9 +9,12 @@ LayerNormalization, Softmax, Erf GELU), so neither this script nor the tests nee
         tests/fixtures/embeddings/tiny-bert-static  AMD's layout: one model.onnx with a static (1, 128)
                                                     shape, CLS pooling, same weights
 
-    python scripts/build_embedding_fixture.py --from-safetensors DIR --out OUT
+    python scripts/build_embedding_fixture.py --from-safetensors DIR --out OUT [--check]
         a BERT sentence-transformers folder with model.safetensors (all-MiniLM-L6-v2, BGE) ->
-        OUT with onnx/model.onnx (dynamic axes) and the folder's tokenizer and pooling files
+        OUT with onnx/model.onnx (dynamic axes) and the folder's tokenizer and pooling files;
+        --check compares the graph with transformers' BertModel on the same weights (needs the
+        `fixtures` extra: torch, transformers). On all-MiniLM-L6-v2: hidden states within 2.5e-6,
+        mean-pooled L2-normalised vectors within 1.5e-7.
 
 Deterministic: a fixed seed, a word-piece vocabulary taken in a fixed order from the demo
 documents, and protobuf output that depends only on the weights.
@@ -303,15 +306,42 @@ def convert_safetensors(src: Path, out: Path) -> None:
     print(f"wrote {out / 'onnx' / 'model.onnx'}")
 
 
+def check_against_transformers(src: Path, model_file: Path) -> None:
+    """Print the largest differences between the graph and transformers' BertModel."""
+    import onnxruntime as ort
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src)
+    ref = AutoModel.from_pretrained(src).eval()
+    texts = ["A man is eating food.", "A man is eating a piece of bread.", "The Orsk Foundry is in Tamberlow. " * 6, "hi"]
+    batch = tok(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    with torch.no_grad():
+        want = ref(**batch).last_hidden_state.numpy()
+    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    got = session.run(["last_hidden_state"], {k: v.numpy() for k, v in batch.items()})[0]
+    mask = batch["attention_mask"].numpy()[..., None]
+
+    def pooled(x: np.ndarray) -> np.ndarray:
+        v = (x * mask).sum(1) / mask.sum(1)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    print(f"hidden states: max |difference| {np.abs((want - got) * mask).max():.2e} on real tokens")
+    print(f"pooled vectors: max |difference| {np.abs(pooled(want) - pooled(got)).max():.2e}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="output folder (default: tests/fixtures/embeddings)")
     parser.add_argument("--from-safetensors", type=Path, metavar="DIR", help="convert this BERT folder instead")
+    parser.add_argument("--check", action="store_true", help="compare the conversion with transformers' BertModel")
     args = parser.parse_args()
     if args.from_safetensors:
         if args.out is None:
             parser.error("--from-safetensors needs --out")
         convert_safetensors(args.from_safetensors, args.out)
+        if args.check:
+            check_against_transformers(args.from_safetensors, args.out / "onnx" / "model.onnx")
     else:
         build_fixtures(args.out or OUT)
 
