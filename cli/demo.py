@@ -2,7 +2,8 @@
 
 Shows what the package is (mode, limits, bucket table), then answers a question over a
 small bundled document set twice, streaming: with a LangChain chain (BM25 retriever |
-prompt | ChatRyzenAI | parser) and with a LlamaIndex query engine on RyzenAILLM. After
+prompt | ChatRyzenAI | parser) and with a LlamaIndex query engine on RyzenAILLM. With
+``--embed-model`` retrieval is a vector search through RyzenAIEmbeddings / RyzenAIEmbedding. After
 each answer: prompt tokens, prefill bucket and padding, time to first token, tokens/s.
 
 This is an application of the library: it imports the two adapters (lazily, here only),
@@ -130,7 +131,17 @@ def _demo(args: argparse.Namespace) -> int:
         )
     with console.status(f"loading {pkg.name} (a first load on an NPU compiles for a while)"):
         engine.load()
-    console.print(f"[bold]question:[/bold] {question}  [dim]({len(texts)} documents, BM25, top 2)[/dim]")
+    retrieval = "BM25"
+    lc_embeddings = li_embed = None
+    if args.embed_model:
+        from langchain_ryzenai import RyzenAIEmbeddings
+        from llamaindex_ryzenai import RyzenAIEmbedding
+
+        lc_embeddings = RyzenAIEmbeddings(model=args.embed_model)
+        li_embed = RyzenAIEmbedding(model=args.embed_model)
+        facts = lc_embeddings.engine.describe()
+        retrieval = f"{facts['name']} embeddings on {facts['provider']}"
+    console.print(f"[bold]question:[/bold] {question}  [dim]({len(texts)} documents, {retrieval}, top 2)[/dim]")
 
     common: dict[str, Any] = {"model": str(path), "temperature": 0, "provider": args.provider}
     answers: dict[str, str] = {}
@@ -139,7 +150,7 @@ def _demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     llm = ChatRyzenAI(max_tokens=args.max_new_tokens, **common)
     docs = [Document(page_content=t) for t in texts]
-    message = lc.run(llm, docs, question, lambda s: console.out(s, end="", highlight=False))
+    message = lc.run(llm, docs, question, lambda s: console.out(s, end="", highlight=False), lc_embeddings)
     console.out("")
     meta = message.response_metadata
     usage = {
@@ -156,7 +167,7 @@ def _demo(args: argparse.Namespace) -> int:
     from llama_index.core import Settings
 
     Settings.tokenizer = li_llm.tokenizer  # exact counts: LlamaIndex packs with the package's own tokenizer
-    text, last = li.run(li_llm, texts, question, lambda s: console.out(s, end="", highlight=False))
+    text, last = li.run(li_llm, texts, question, lambda s: console.out(s, end="", highlight=False), li_embed)
     console.out("")
     raw = (last.raw or {}) if last is not None else {}
     li_budget = Budget.from_parts(
@@ -181,5 +192,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--provider", choices=["cpu", "cuda", "dml"], help="run a plain ONNX package on this provider")
     p.add_argument("--question", help="ask this instead of the bundled question")
     p.add_argument("--docs", help="a folder of .txt documents to answer from (default: the bundled set)")
+    p.add_argument(
+        "--embed-model",
+        metavar="PATH",
+        help="retrieve with this embedding model (folder or Hugging Face repo id) instead of BM25",
+    )
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.set_defaults(func=_demo)

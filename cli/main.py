@@ -16,9 +16,11 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ryzenai_core.budget import BudgetPlan
+from ryzenai_core.embeddings import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.hub import resolve_model
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
@@ -86,8 +88,36 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
             print(f"  decode buckets  {_fmt_buckets(plan.decode_buckets)}")
 
 
+def _embedding_info(path: Path, as_json: bool) -> int:
+    from ryzenai_core.embeddings import EmbeddingEngine
+
+    facts = EmbeddingEngine(path).describe()
+    if as_json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    shape = f"static {facts['static_shape']}" if facts["static_shape"] else "dynamic (batch, sequence)"
+    run = f"{facts['run_shapes']}" + (f", buckets {_fmt_buckets(facts['buckets'])}" if facts["buckets"] else "")
+    rows = [
+        ("embedding model", f"{facts['name']}  ({facts['path']})"),
+        ("onnx file", f"{facts['onnx_file']} ({facts['model_type'] or 'unknown type'}), output {facts['output']}"),
+        ("dims", str(facts["dims"])),
+        ("pooling", f"{facts['pooling']} ({facts['pooling_source']})"),
+        ("normalise", "yes (L2)" if facts["normalize"] else "no"),
+        ("max length", f"{facts['max_length']} tokens ({facts['max_length_source']}); longer texts are truncated"),
+        ("graph shapes", shape),
+        ("provider", f"{facts['provider']}; runs {run}; sessions in {facts['isolation']}"),
+        ("query instruction", repr(facts["query_instruction"]) if facts["query_instruction"] else "none"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0
+
+
 def _info(args: argparse.Namespace) -> int:
     path = resolve_model(args.path) if args.path else default_model_path()
+    if is_embedding_folder(path):
+        return _embedding_info(path, args.json)
     pkg = ModelPackage.open(path)
     plan = pkg.budget.plan(args.prompt_tokens, args.max_new_tokens) if args.prompt_tokens is not None else None
     if args.json:
@@ -127,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="ryzenai-llm", description="Run LLM packages on AMD Ryzen AI NPUs.")
     sub = parser.add_subparsers(dest="command", required=True)
-    info = sub.add_parser("info", help="describe a model package: mode, limits, buckets, cost of a prompt")
+    info = sub.add_parser(
+        "info", help="describe a model package (mode, limits, buckets, cost of a prompt) or an embedding model"
+    )
     info.add_argument("path", nargs="?", help=f"model folder (default: the embedded {DEFAULT_MODEL})")
     info.add_argument("--json", action="store_true", help="print one JSON object")
     info.add_argument("--prompt-tokens", type=_positive, metavar="N", help="plan a prompt of N tokens")

@@ -2,9 +2,10 @@
 
 Model packages (:class:`ModelPackage`), bucketed context accounting
 (:class:`ContextBudget`, :class:`BudgetPlan`), chat templates (:class:`ChatTemplate`),
-streaming generation (:class:`Engine` -> :class:`Chunk`) and the error hierarchy
+streaming generation (:class:`Engine` -> :class:`Chunk`), embedding models
+(:class:`EmbeddingPackage`, :class:`EmbeddingEngine`) and the error hierarchy
 (:class:`RyzenAIError`). Imports neither LangChain nor LlamaIndex, and imports
-onnxruntime-genai only when a model is loaded.
+onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
 """
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
@@ -12,6 +13,7 @@ from importlib.metadata import version as _version
 
 from .budget import BudgetPlan, ContextBudget
 from .chat_template import ChatTemplate
+from .embeddings import EmbeddingEngine, EmbeddingPackage, EmbeddingResult
 from .engine import Completion, Engine
 from .errors import (
     ChatTemplateError,
@@ -53,6 +55,9 @@ __all__ = [
     "ConfigError",
     "ContextBudget",
     "ContextWindowExceededError",
+    "EmbeddingEngine",
+    "EmbeddingPackage",
+    "EmbeddingResult",
     "Engine",
     "GenerationError",
     "GenerationOptions",

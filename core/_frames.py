@@ -6,7 +6,7 @@ import pickle
 import threading
 from typing import IO, Any
 
-__all__ = ["read_frame", "write_frame"]
+__all__ = ["portable_exception", "read_frame", "write_frame"]
 
 _HEADER = 4
 
@@ -43,3 +43,14 @@ def read_frame(stream: IO[bytes]) -> Any:
     if data is None:
         return None
     return pickle.loads(data)  # noqa: S301 - frames come from this package's own caller
+
+
+def portable_exception(exc: BaseException) -> BaseException:
+    """The exception itself if it pickles, else a GenerationError with its text (for a frame)."""
+    from .errors import GenerationError
+
+    try:
+        pickle.loads(pickle.dumps(exc))  # noqa: S301 - our own bytes
+        return exc
+    except Exception:  # noqa: BLE001
+        return GenerationError(f"{type(exc).__name__}: {exc}")

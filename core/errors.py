@@ -4,7 +4,7 @@ One hierarchy, rooted at :class:`RyzenAIError`. Each message names the value tha
 wrong, the limit or expectation it broke, and what to do about it::
 
     RyzenAIError
-    ├── RuntimeNotAvailableError      no usable onnxruntime-genai, or not the build a package needs
+    ├── RuntimeNotAvailableError      no usable onnxruntime-genai (or onnxruntime), or not the build a model needs
     ├── ModelPackageError             a model folder cannot be used as it is
     │   ├── ModelNotFoundError        the folder (or a name) does not exist
     │   ├── ConfigError               genai_config.json / rai_config.json missing or malformed
@@ -54,7 +54,7 @@ class RyzenAIError(Exception):
 
 
 class RuntimeNotAvailableError(RyzenAIError, ImportError):
-    """onnxruntime-genai is missing, or is not the build a model package needs."""
+    """onnxruntime-genai (or onnxruntime, for embeddings) is missing, or is not the build a model needs."""
 
 
 class ModelPackageError(RyzenAIError):

@@ -27,29 +27,18 @@ from __future__ import annotations
 
 import functools
 import os
-import pickle
 import queue
 import signal
 import sys
 import threading
 from typing import Any
 
+from ._frames import portable_exception as _portable
 from ._frames import read_frame, write_frame
 from .session import CallControl
 from .streaming import Chunk
 
 __all__ = ["main"]
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """The exception itself if it pickles, else a GenerationError with its text."""
-    from .errors import GenerationError
-
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:  # noqa: BLE001
-        return GenerationError(f"{type(exc).__name__}: {exc}")
 
 
 def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:

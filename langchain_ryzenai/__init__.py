@@ -1,4 +1,4 @@
-"""LangChain face of ryzenai-llm: :class:`ChatRyzenAI`."""
+"""LangChain face of ryzenai-llm: :class:`ChatRyzenAI` and :class:`RyzenAIEmbeddings`."""
 
 from ryzenai_core._compat import require_framework
 
@@ -7,5 +7,6 @@ require_framework("langchain_core", "langchain", "langchain_ryzenai")
 from ryzenai_core import __version__  # noqa: E402
 
 from .chat_models import ChatRyzenAI  # noqa: E402
+from .embeddings import RyzenAIEmbeddings  # noqa: E402
 
-__all__ = ["ChatRyzenAI", "__version__"]
+__all__ = ["ChatRyzenAI", "RyzenAIEmbeddings", "__version__"]

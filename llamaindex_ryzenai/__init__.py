@@ -1,6 +1,7 @@
 """LlamaIndex face of ryzenai-llm.
 
 ``RyzenAILLM`` is a LlamaIndex ``FunctionCallingLLM`` over a Ryzen AI model package;
+``RyzenAIEmbedding`` is a LlamaIndex ``BaseEmbedding`` over an ONNX embedding model;
 ``BucketPackingPostprocessor`` fills retrieved context up to the NPU's prefill bucket edges.
 """
 
@@ -10,7 +11,8 @@ require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 
 from ryzenai_core import __version__  # noqa: E402
 
+from .embeddings import RyzenAIEmbedding  # noqa: E402
 from .llms import PackageTokenizer, RyzenAILLM  # noqa: E402
 from .postprocessor import BucketPackingPostprocessor  # noqa: E402
 
-__all__ = ["BucketPackingPostprocessor", "PackageTokenizer", "RyzenAILLM", "__version__"]
+__all__ = ["BucketPackingPostprocessor", "PackageTokenizer", "RyzenAIEmbedding", "RyzenAILLM", "__version__"]

@@ -1,7 +1,8 @@
 """The LlamaIndex half of ``ryzenai-llm demo``: a query engine on RyzenAILLM.
 
 Retrieval is BM25 over a handful of local documents (rank-bm25), so the demo needs no
-embedding model and no network. The budget of the answer (prompt tokens, prefill bucket,
+embedding model and no network; given an embedding model (``RyzenAIEmbedding``), it is a
+``VectorStoreIndex`` retriever instead. The budget of the answer (prompt tokens, prefill bucket,
 padding, timings) is read from LlamaIndex's own instrumentation events.
 """
 
@@ -11,7 +12,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from llama_index.core import QueryBundle
+from llama_index.core import QueryBundle, VectorStoreIndex
+from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events import BaseEvent
@@ -60,19 +62,32 @@ class _LastChat(BaseEventHandler):
             self.last = event.response
 
 
-def build_query_engine(llm: RyzenAILLM, texts: Sequence[str], k: int = 2) -> RetrieverQueryEngine:
-    """A streaming query engine over ``texts`` (one node each)."""
+def build_query_engine(
+    llm: RyzenAILLM, texts: Sequence[str], k: int = 2, embed_model: BaseEmbedding | None = None
+) -> RetrieverQueryEngine:
+    """A streaming query engine over ``texts`` (one node each): BM25, or vectors from ``embed_model``."""
     nodes = [TextNode(text=t, id_=f"doc-{i}") for i, t in enumerate(texts)]
-    return RetrieverQueryEngine.from_args(BM25NodeRetriever(nodes, k=k), llm=llm, streaming=True)
+    retriever: BaseRetriever
+    if embed_model is None:
+        retriever = BM25NodeRetriever(nodes, k=k)
+    else:
+        retriever = VectorStoreIndex(nodes, embed_model=embed_model).as_retriever(similarity_top_k=k)
+    return RetrieverQueryEngine.from_args(retriever, llm=llm, streaming=True)
 
 
-def run(llm: RyzenAILLM, texts: Sequence[str], question: str, on_token: Callable[[str], None]) -> tuple[str, Any]:
+def run(
+    llm: RyzenAILLM,
+    texts: Sequence[str],
+    question: str,
+    on_token: Callable[[str], None],
+    embed_model: BaseEmbedding | None = None,
+) -> tuple[str, Any]:
     """Stream the answer through ``on_token``; return the text and the final chat response."""
     handler = _LastChat()
     dispatcher = get_dispatcher()
     dispatcher.add_event_handler(handler)
     try:
-        response = build_query_engine(llm, texts).query(question)
+        response = build_query_engine(llm, texts, embed_model=embed_model).query(question)
         parts = []
         for token in response.response_gen:  # type: ignore[union-attr]
             on_token(token)

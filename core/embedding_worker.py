@@ -1,0 +1,60 @@
+"""The embedding worker: a process that owns one onnxruntime session of an embedding model.
+
+Started by :class:`~ryzenai_core.embeddings.EmbeddingEngine` as
+``python -m ryzenai_core.embedding_worker`` (one per static shape on the NPU: several
+VitisAI sessions in one process break each other, and an execution provider that crashes
+takes only this process with it). Frames are :mod:`ryzenai_core._frames`::
+
+    caller -> worker   ("init", SessionSpec) | ("run", id, input_ids, attention_mask, token_type_ids)
+    worker -> caller   ("ready", providers) | ("failed", exception) | ("result", id, vectors)
+                       | ("error", id, exception)
+
+Runs are served one at a time; the worker exits when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from ._frames import portable_exception, read_frame, write_frame
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    """Serve one session until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # native code printing to stdout must not corrupt the frames
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
+
+    def send(message: Any) -> None:
+        write_frame(out, message)
+
+    init = read_frame(inp)
+    if init is None or init[0] != "init":
+        return
+    from .embeddings import Runner
+
+    try:
+        runner = Runner(init[1])
+    except BaseException as exc:  # noqa: BLE001 - the caller raises it
+        send(("failed", portable_exception(exc)))
+        return
+    send(("ready", runner.providers))
+    while (msg := read_frame(inp)) is not None:
+        if msg[0] != "run":
+            continue
+        try:
+            send(("result", msg[1], runner.run(msg[2], msg[3], msg[4])))
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+            send(("error", msg[1], portable_exception(exc)))
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1112 @@
+"""Embedding models: a folder read once, texts in, pooled and normalised vectors out.
+
+An embedding folder is what Hugging Face ships for sentence-transformers models
+(``onnx/model.onnx``, ``tokenizer.json``, ``1_Pooling/config.json``,
+``sentence_bert_config.json``, ``modules.json``) or what AMD's NPU examples export (one
+``model.onnx`` with a static ``(1, 512)`` shape beside the tokenizer). :class:`EmbeddingPackage`
+reads it once; :class:`EmbeddingEngine` runs it with onnxruntime:
+
+- on a Ryzen AI machine, onnxruntime's VitisAI execution provider with **static shapes**:
+  texts are sorted by length and padded up to sequence-length buckets (the same bucket
+  accounting as LLM prefill, :class:`~ryzenai_core.budget.ContextBudget`), each shape in a
+  worker process of its own (several VitisAI sessions in one process break each other, and
+  session creation can crash the process: a crash is an error for the call, the next call
+  starts a new worker);
+- elsewhere, the CPU provider with dynamic shapes and length-sorted batches, in this process
+  (onnxruntime releases the GIL while it runs).
+
+Padding never changes a vector: padded positions are masked in attention and left out of the
+pooling. Pooling (CLS or mean, from the folder's config) and L2 normalisation run on the host
+in numpy. Texts longer than the model's maximum length are truncated and the result says
+which (or, with ``on_overflow="error"``, rejected). onnxruntime and tokenizers are imported
+only when a model is loaded; they come with the ``embeddings`` extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field, PrivateAttr
+
+from ._frames import read_frame, write_frame
+from .budget import ContextBudget
+from .errors import (
+    ConfigError,
+    GenerationError,
+    InvalidRequestError,
+    LfsPointerError,
+    MissingTokenizerError,
+    ModelNotFoundError,
+    RuntimeNotAvailableError,
+    UnsupportedModelError,
+    WorkerDiedError,
+)
+from .package import _is_lfs_pointer, _read_json
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "BGE_QUERY_INSTRUCTION",
+    "DEFAULT_EMBEDDING_BUCKETS",
+    "EmbeddingEngine",
+    "EmbeddingPackage",
+    "EmbeddingResult",
+    "EmbeddingSettings",
+    "SessionSpec",
+    "import_onnxruntime",
+    "is_embedding_folder",
+    "l2_normalize",
+    "plan_batches",
+    "pool",
+]
+
+log = logging.getLogger("ryzenai_core")
+
+#: BGE English v1.5's query instruction (its model card); documents get none.
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+#: Sequence-length buckets for static shapes when the folder has a dynamic model.
+DEFAULT_EMBEDDING_BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512)
+NPU_PROVIDER = "VitisAIExecutionProvider"
+CPU_PROVIDER = "CPUExecutionProvider"
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_HIDDEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
+_EXTRA = "pip install 'ryzenai-llm[embeddings]'"
+
+Pooling = Literal["cls", "mean"]
+Kind = Literal["query", "document"]
+
+
+def _import(module: str, why: str) -> ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise RuntimeNotAvailableError(f"{why} ({exc}). Install it with {_EXTRA}") from exc
+
+
+def import_onnxruntime() -> ModuleType:
+    """Import onnxruntime, or raise :class:`RuntimeNotAvailableError` saying how to get it."""
+    try:
+        return importlib.import_module("onnxruntime")
+    except ImportError as exc:
+        raise RuntimeNotAvailableError(
+            f"embedding models run on onnxruntime, which is not installed ({exc}). On a Ryzen AI machine, "
+            "run in the environment the Ryzen AI installer created (its onnxruntime-vitisai provides the "
+            "import name and the NPU); elsewhere install the CPU build: pip install 'ryzenai-llm[cpu]'"
+        ) from exc
+
+
+def _import_tokenizers() -> Any:
+    return _import("tokenizers", "embedding models need Hugging Face's `tokenizers` package")
+
+
+def _import_onnx() -> Any:
+    return _import("onnx", "reading an embedding model's graph needs the `onnx` package")
+
+
+# ---------------------------------------------------------------------------------------------
+# The folder
+
+
+def _find_onnx(folder: Path, onnx_file: str | None) -> Path:
+    if onnx_file is not None:
+        path = (folder / onnx_file).resolve()
+        if not path.is_relative_to(folder.resolve()):
+            raise InvalidRequestError(f"onnx_file {onnx_file!r} is outside the model folder {folder}")
+        if not path.is_file():
+            raise ModelNotFoundError(f"onnx_file {onnx_file!r} does not exist in {folder}", path=path)
+        return path
+    for candidate in (folder / "onnx" / "model.onnx", folder / "model.onnx"):
+        if candidate.is_file():
+            return candidate
+    found = sorted(p for p in [*folder.glob("*.onnx"), *folder.glob("onnx/*.onnx")])
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ModelNotFoundError(
+            f"no ONNX model in {folder} (looked for onnx/model.onnx, model.onnx, *.onnx). Export one, e.g. "
+            "`optimum-cli export onnx --task feature-extraction --model BAAI/bge-small-en-v1.5 FOLDER`",
+            path=folder,
+        )
+    names = ", ".join(str(p.relative_to(folder)) for p in found)
+    raise InvalidRequestError(f"{folder} holds several ONNX models ({names}); choose one with onnx_file=...")
+
+
+def is_embedding_folder(path: str | os.PathLike[str]) -> bool:
+    """True for a folder that looks like an embedding model rather than an LLM package."""
+    folder = Path(path)
+    if not folder.is_dir() or (folder / "genai_config.json").is_file():
+        return False
+    has_onnx = any(folder.glob("*.onnx")) or any(folder.glob("onnx/*.onnx"))
+    return has_onnx and ((folder / "modules.json").is_file() or (folder / "tokenizer.json").is_file())
+
+
+def _json_or_none(path: Path, what: str) -> Any:
+    return _read_json(path, what) if path.is_file() else None
+
+
+def _pooling_config(folder: Path) -> tuple[Path | None, Any]:
+    modules = _json_or_none(folder / "modules.json", "sentence-transformers module list")
+    if isinstance(modules, list):
+        for module in modules:
+            if isinstance(module, dict) and str(module.get("type", "")).endswith("Pooling"):
+                path = folder / str(module.get("path", "1_Pooling")) / "config.json"
+                return path, _json_or_none(path, "pooling config")
+    path = folder / "1_Pooling" / "config.json"
+    return path, _json_or_none(path, "pooling config")
+
+
+def _dims(value_info: Any) -> list[int | str | None]:
+    out: list[int | str | None] = []
+    for d in value_info.type.tensor_type.shape.dim:
+        out.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+    return out
+
+
+@dataclass(frozen=True)
+class EmbeddingPackage:
+    """An embedding model folder, read once.
+
+    Attributes:
+        path: the folder.
+        name: its name.
+        onnx_file: the ONNX model that runs.
+        tokenizer_file: ``tokenizer.json``.
+        pooling: ``"cls"`` or ``"mean"``; ``pooling_source`` says where it came from.
+        normalize: L2-normalise vectors by default (sentence-transformers' Normalize module).
+        max_length: the longest input in tokens (special tokens included).
+        max_length_source: which file set ``max_length``.
+        dims: vector size, when the graph says it.
+        static_shape: ``(rows, sequence)`` when the graph's inputs have fixed sizes (AMD's
+            exports), else None (dynamic axes).
+        inputs: the graph's inputs (a subset of input_ids, attention_mask, token_type_ids).
+        output: the graph output that holds per-token hidden states.
+        query_instruction: prefix for queries (BGE's for BGE models, else empty).
+        document_instruction: prefix for documents.
+        model_type: ``config.json``'s model_type, if any.
+    """
+
+    path: Path
+    name: str
+    onnx_file: Path
+    tokenizer_file: Path
+    pooling: Pooling
+    pooling_source: str
+    normalize: bool
+    max_length: int
+    max_length_source: str
+    dims: int | None
+    static_shape: tuple[int, int] | None
+    inputs: tuple[str, ...]
+    output: str
+    query_instruction: str = ""
+    document_instruction: str = ""
+    model_type: str | None = None
+    fixed_rows: int | None = None
+    """The graph's batch size when it is fixed (with a dynamic sequence axis too)."""
+    outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, onnx_file: str | None = None, pooling: Pooling | None = None
+    ) -> EmbeddingPackage:
+        """Read an embedding folder.
+
+        Args:
+            path: the folder.
+            onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
+            pooling: override the folder's pooling (``"cls"`` or ``"mean"``).
+
+        Raises:
+            ModelNotFoundError: no folder, or no ONNX model in it.
+            MissingTokenizerError: no ``tokenizer.json``.
+            LfsPointerError: the model or tokenizer is a Git LFS pointer.
+            UnsupportedModelError: the graph has inputs this engine cannot feed, or no per-token
+                output for the pooling.
+            ConfigError: a pooling mode or length in the configs that cannot be used.
+        """
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise ModelNotFoundError(f"embedding model folder {str(path)!r} does not exist", path=folder)
+        model_file = _find_onnx(folder, onnx_file)
+        tokenizer_file = folder / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise MissingTokenizerError(
+                f"no tokenizer.json in {folder}: the embedding engine reads Hugging Face's fast tokenizer file. "
+                "Save it beside the model with `AutoTokenizer.from_pretrained(REPO).save_pretrained(FOLDER)`",
+                path=folder,
+            )
+        for f in (model_file, tokenizer_file):
+            if _is_lfs_pointer(f):
+                raise LfsPointerError(
+                    f"{f.relative_to(folder)} is a Git LFS pointer, not its content: run `git lfs pull` in {folder}",
+                    path=f,
+                )
+        config = _json_or_none(folder / "config.json", "model config") or {}
+        st_config = _json_or_none(folder / "sentence_bert_config.json", "sentence-transformers config") or {}
+        tok_config = _json_or_none(folder / "tokenizer_config.json", "tokenizer config") or {}
+
+        pool_path, pool_cfg = _pooling_config(folder)
+        chosen: Pooling
+        if pooling is not None:
+            if pooling not in ("cls", "mean"):
+                raise InvalidRequestError(f"pooling {pooling!r} is not supported; use 'cls' or 'mean'")
+            chosen, pooling_source = pooling, "given"
+        elif isinstance(pool_cfg, dict):
+            assert pool_path is not None
+            modes = [k.removeprefix("pooling_mode_").removesuffix("_token") for k, v in pool_cfg.items()
+                     if k.startswith("pooling_mode_") and v is True]
+            modes = ["mean" if m == "mean_tokens" else m for m in modes]
+            if modes not in (["cls"], ["mean"]):
+                raise ConfigError(
+                    f"{pool_path.relative_to(folder)} asks for pooling {modes or 'none'}; this engine pools "
+                    "'cls' or 'mean': pass pooling='cls' or pooling='mean' if one of them fits the model",
+                    path=pool_path,
+                )
+            chosen, pooling_source = ("cls" if modes == ["cls"] else "mean"), str(pool_path.relative_to(folder))
+        else:
+            chosen, pooling_source = "cls", "default: CLS, as BERT/BGE exports use (no 1_Pooling/config.json)"
+
+        modules = _json_or_none(folder / "modules.json", "sentence-transformers module list")
+        if isinstance(modules, list):
+            normalize = any(str(m.get("type", "")).endswith("Normalize") for m in modules if isinstance(m, dict))
+        else:
+            normalize = True
+
+        onnx = _import_onnx()
+        model = onnx.load(str(model_file), load_external_data=False)
+        initializers = {i.name for i in model.graph.initializer}
+        graph_inputs = {i.name: _dims(i) for i in model.graph.input if i.name not in initializers}
+        unknown = sorted(set(graph_inputs) - set(_INPUTS))
+        if unknown or "input_ids" not in graph_inputs:
+            raise UnsupportedModelError(
+                f"{model_file.name} takes inputs {sorted(graph_inputs)}; this engine feeds {list(_INPUTS)} "
+                "(BERT-style encoders). Export the model with those inputs (optimum's feature-extraction task)",
+                path=model_file,
+            )
+        outputs = {o.name: _dims(o) for o in model.graph.output}
+        named = [n for n in _HIDDEN_OUTPUTS if n in outputs]
+        rank3 = [n for n, d in outputs.items() if len(d) == 3]
+        if not named and not rank3:
+            shown = ", ".join(f"{n} {d}" for n, d in outputs.items())
+            raise UnsupportedModelError(
+                f"{model_file.name} has outputs {shown}: none is per-token hidden states (batch, sequence, hidden), "
+                f"which {chosen} pooling needs. Export last_hidden_state (optimum's feature-extraction task)",
+                path=model_file,
+            )
+        output = (named or rank3)[0]
+        hidden = outputs[output][-1] if len(outputs[output]) == 3 else None
+        ids_dims = graph_inputs["input_ids"]
+        if len(ids_dims) != 2:
+            raise UnsupportedModelError(
+                f"{model_file.name}'s input_ids has shape {ids_dims}; expected (batch, sequence)", path=model_file
+            )
+        static = (
+            (ids_dims[0], ids_dims[1]) if isinstance(ids_dims[0], int) and isinstance(ids_dims[1], int) else None
+        )
+
+        limits: list[tuple[int, str]] = []
+        if isinstance(st_config.get("max_seq_length"), int):
+            limits.append((st_config["max_seq_length"], "sentence_bert_config.json max_seq_length"))
+        if isinstance(tok_config.get("model_max_length"), int) and tok_config["model_max_length"] < 1_000_000:
+            limits.append((tok_config["model_max_length"], "tokenizer_config.json model_max_length"))
+        if isinstance(config.get("max_position_embeddings"), int):
+            limits.append((config["max_position_embeddings"], "config.json max_position_embeddings"))
+        if isinstance(ids_dims[1], int):
+            limits.append((ids_dims[1], f"the graph's static sequence length ({model_file.name})"))
+        if not limits:
+            raise ConfigError(
+                f"{folder} does not say its maximum input length (sentence_bert_config.json max_seq_length, "
+                "tokenizer_config.json model_max_length or config.json max_position_embeddings); add one",
+                path=folder,
+            )
+        max_length, length_source = min(limits, key=lambda t: t[0])
+        if max_length < 2:
+            raise ConfigError(f"{length_source} is {max_length}; it must be at least 2 tokens", path=folder)
+
+        name = folder.name
+        if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+            name = folder.parent.parent.name.split("--")[-1]  # a Hugging Face cache: the repository's name
+        ident = " ".join(str(x) for x in (name, config.get("_name_or_path", ""))).lower()
+        bge_en = "bge" in ident and not any(tag in ident for tag in ("-zh", "m3", "multilingual"))
+        return cls(
+            path=folder,
+            name=name,
+            onnx_file=model_file,
+            tokenizer_file=tokenizer_file,
+            pooling=chosen,
+            pooling_source=pooling_source,
+            normalize=normalize,
+            max_length=max_length,
+            max_length_source=length_source,
+            dims=hidden if isinstance(hidden, int) and hidden > 0 else config.get("hidden_size"),
+            static_shape=static,
+            inputs=tuple(n for n in _INPUTS if n in graph_inputs),
+            output=output,
+            query_instruction=BGE_QUERY_INSTRUCTION if bge_en else "",
+            document_instruction="",
+            model_type=config.get("model_type"),
+            fixed_rows=ids_dims[0] if isinstance(ids_dims[0], int) and ids_dims[0] > 0 else None,
+            outputs=outputs,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description (``ryzenai-llm info`` on an embedding folder)."""
+        return {
+            "kind": "embedding",
+            "name": self.name,
+            "path": str(self.path),
+            "onnx_file": str(self.onnx_file.relative_to(self.path)),
+            "model_type": self.model_type,
+            "dims": self.dims,
+            "pooling": self.pooling,
+            "pooling_source": self.pooling_source,
+            "normalize": self.normalize,
+            "max_length": self.max_length,
+            "max_length_source": self.max_length_source,
+            "shapes": "static" if self.static_shape else "dynamic",
+            "static_shape": list(self.static_shape) if self.static_shape else None,
+            "inputs": list(self.inputs),
+            "output": self.output,
+            "query_instruction": self.query_instruction,
+            "document_instruction": self.document_instruction,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Pooling, normalisation, batches
+
+
+def pool(hidden: np.ndarray, attention_mask: np.ndarray, mode: Pooling, *, output: str = "output") -> np.ndarray:
+    """Pool per-token states ``(rows, sequence, hidden)`` into one vector per row.
+
+    ``cls`` takes the first token; ``mean`` averages the tokens the mask keeps (padding left
+    out), as sentence-transformers does.
+
+    Raises:
+        UnsupportedModelError: the states do not have the shape the mask says.
+    """
+    import numpy as np
+
+    if hidden.ndim != 3 or hidden.shape[:2] != attention_mask.shape:
+        raise UnsupportedModelError(
+            f"the model's {output} has shape {list(hidden.shape)}, but {mode} pooling needs per-token states "
+            f"(rows, sequence, hidden) = {list(attention_mask.shape)} + [hidden]; export last_hidden_state"
+        )
+    if mode == "cls":
+        return np.asarray(hidden[:, 0, :], dtype=np.float32)
+    mask = attention_mask[..., None].astype(np.float32)
+    summed = (hidden.astype(np.float32) * mask).sum(axis=1)
+    return np.asarray(summed / np.clip(mask.sum(axis=1), 1e-9, None), dtype=np.float32)
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero), as torch's ``F.normalize``."""
+    import numpy as np
+
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One run of the model: which texts, padded to which shape."""
+
+    indices: tuple[int, ...]
+    rows: int
+    length: int
+
+    @property
+    def filler_rows(self) -> int:
+        """Rows of pure padding (a static batch larger than the texts left)."""
+        return self.rows - len(self.indices)
+
+
+def plan_batches(
+    lengths: Sequence[int], *, batch_size: int, buckets: Sequence[int] | None = None, static_rows: int | None = None
+) -> list[Batch]:
+    """Sort texts by length and group them into runs.
+
+    Without buckets (dynamic shapes), each run holds up to ``batch_size`` texts of similar
+    length padded to the longest of them. With buckets (static shapes), each text goes to the
+    smallest bucket that holds it (LLM prefill's accounting) and each run holds exactly
+    ``static_rows`` rows of one bucket, filler rows included.
+    """
+    if batch_size < 1:
+        raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[Batch] = []
+    if not buckets:
+        for start in range(0, len(order), batch_size):
+            group = tuple(order[start : start + batch_size])
+            batches.append(Batch(group, len(group), max(lengths[i] for i in group)))
+        return batches
+    longest = max(buckets)
+    budget = ContextBudget(window=longest + 1, prompt_limit=longest, prefill_buckets=tuple(sorted(buckets)))
+    rows = static_rows or 1
+    by_bucket: dict[int, list[int]] = {}
+    for i in order:
+        bucket = budget.prefill_bucket(lengths[i])
+        assert bucket is not None and bucket <= longest, (lengths[i], buckets)
+        by_bucket.setdefault(bucket, []).append(i)
+    for bucket in sorted(by_bucket):
+        members = by_bucket[bucket]
+        for start in range(0, len(members), rows):
+            batches.append(Batch(tuple(members[start : start + rows]), rows, bucket))
+    return batches
+
+
+# ---------------------------------------------------------------------------------------------
+# Sessions: in this process or in a worker process
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Everything a process needs to open one onnxruntime session (pickled to the worker)."""
+
+    onnx_file: str
+    providers: tuple[str, ...]
+    provider_options: tuple[dict[str, str], ...]
+    inputs: tuple[str, ...]
+    output: str
+    pooling: Pooling
+    intra_op_threads: int | None = None
+
+
+class Runner:
+    """One onnxruntime session: feeds a padded batch, returns pooled (not normalised) vectors."""
+
+    def __init__(self, spec: SessionSpec) -> None:
+        ort = import_onnxruntime()
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if spec.intra_op_threads:
+            options.intra_op_num_threads = spec.intra_op_threads
+        self.spec = spec
+        try:
+            self.session = ort.InferenceSession(
+                spec.onnx_file,
+                sess_options=options,
+                providers=list(spec.providers),
+                provider_options=[dict(o) for o in spec.provider_options],
+            )
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+            raise UnsupportedModelError(
+                f"onnxruntime {ort.__version__} could not open {spec.onnx_file} on {list(spec.providers)}: "
+                f"{type(exc).__name__}: {exc}. Check the file (re-export it), or the provider options",
+                path=spec.onnx_file,
+            ) from exc
+        self.providers: list[str] = list(self.session.get_providers())
+
+    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        """Pooled vectors of one padded batch."""
+        import numpy as np
+
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feeds = {name: arrays[name] for name in self.spec.inputs}
+        try:
+            (hidden,) = self.session.run([self.spec.output], feeds)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+            raise GenerationError(
+                f"onnxruntime failed on a batch of shape {list(ids.shape)} of {Path(self.spec.onnx_file).name}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return pool(np.asarray(hidden), mask, self.spec.pooling, output=self.spec.output)
+
+
+class _LocalBackend:
+    def __init__(self, spec: SessionSpec) -> None:
+        self.runner = Runner(spec)
+        self.pid = os.getpid()
+
+    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        return self.runner.run(ids, mask, types)
+
+    def close(self) -> None:
+        pass
+
+
+class _WorkerBackend:
+    """One worker process (``python -m ryzenai_core.embedding_worker``) with one session."""
+
+    def __init__(self, spec: SessionSpec) -> None:
+        self.spec = spec
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
+        self._lock = threading.Lock()
+        self._ids = 0
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+        """Close the pipes and wait for the process; its exit code."""
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:  # pragma: no cover - a broken pipe on close
+                    pass
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a stuck runtime
+            proc.kill()
+            return proc.wait()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(  # noqa: S603 - this package's own module
+            [sys.executable, "-m", "ryzenai_core.embedding_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            write_frame(proc.stdin, ("init", self.spec))
+            reply = read_frame(proc.stdout)
+        except OSError:
+            reply = None
+        if reply is None:
+            code = self._reap(proc)
+            raise WorkerDiedError(
+                f"the embedding worker for {Path(self.spec.onnx_file).name} died while opening its session "
+                f"(exit code {code}; an execution provider crash?). The next call starts a new worker"
+            )
+        if reply[0] == "failed":
+            self._reap(proc)
+            raise reply[1]
+        self.pid = proc.pid
+        log.info("embedding worker %s started for %s (%s)", proc.pid, self.spec.onnx_file, reply[1])
+        return proc
+
+    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is not None:
+                code = self._reap(self.proc)
+                log.warning("embedding worker %s had exited (code %s); starting a new one", self.pid, code)
+                self.proc = None
+            if self.proc is None:
+                self.proc = self._start()
+            proc = self.proc
+            assert proc.stdin is not None and proc.stdout is not None
+            self._ids += 1
+            try:
+                write_frame(proc.stdin, ("run", self._ids, ids, mask, types))
+                reply = read_frame(proc.stdout)
+            except OSError:
+                reply = None
+            if reply is None:
+                self.proc = None
+                code = self._reap(proc)
+                raise WorkerDiedError(
+                    f"the embedding worker {proc.pid} died (exit code {code}) while embedding a batch of "
+                    f"{ids.shape[0]} x {ids.shape[1]} tokens; this call failed, the next call starts a new worker"
+                )
+            if reply[0] == "error":
+                raise reply[2]
+            vectors: np.ndarray = reply[2]
+            return vectors
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self.proc = self.proc, None
+        if proc is not None:
+            self._reap(proc, timeout=10)
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "ryzenai-llm" / "embeddings"
+
+
+# ---------------------------------------------------------------------------------------------
+# Results and the engine
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    """Vectors and what they cost.
+
+    Attributes:
+        vectors: one vector per text, in the order given.
+        tokens: tokens of each text as embedded (after truncation, special tokens included).
+        truncated: indices of texts cut to ``max_length``.
+        padding: pad tokens added over all runs (filler rows included).
+        shapes: the (rows, sequence) shape of each run, in order.
+    """
+
+    vectors: list[list[float]]
+    tokens: list[int]
+    truncated: list[int]
+    padding: int
+    shapes: list[tuple[int, int]]
+
+    @property
+    def padded_tokens(self) -> int:
+        """Tokens the model ran: real plus padding."""
+        return sum(self.tokens) + self.padding
+
+
+_ENGINES: dict[tuple[Any, ...], EmbeddingEngine] = {}
+_ENGINES_LOCK = threading.Lock()
+_SAID_CPU = False
+
+
+class EmbeddingEngine:
+    """Runs one embedding folder. Share one per folder and settings with :meth:`get`.
+
+    Args:
+        package: the folder (or its path).
+        provider: ``"auto"`` (VitisAI where onnxruntime has it, else CPU), ``"npu"`` or ``"cpu"``.
+        shapes: ``"auto"`` (static on the NPU or for a static graph, else dynamic), ``"static"``
+            or ``"dynamic"``.
+        buckets: sequence lengths for static shapes of a dynamic graph (default
+            :data:`DEFAULT_EMBEDDING_BUCKETS`, capped at the model's maximum length). A static
+            graph has one shape: its own.
+        provider_options: VitisAI options over the defaults (``cache_dir`` and a ``cache_key``
+            that changes with the model file, the shape and the onnxruntime version).
+        isolation: ``"process"`` (a worker per session) or ``"thread"`` (this process);
+            default: process on the NPU, thread on the CPU.
+        cache_dir: where static variants of a dynamic graph and the VitisAI cache go (default
+            ``~/.cache/ryzenai-llm/embeddings``).
+        intra_op_threads: onnxruntime's intra-op thread count (default: its own).
+    """
+
+    def __init__(
+        self,
+        package: EmbeddingPackage | str | os.PathLike[str],
+        *,
+        provider: Literal["auto", "npu", "cpu"] = "auto",
+        shapes: Literal["auto", "static", "dynamic"] = "auto",
+        buckets: Sequence[int] | None = None,
+        provider_options: dict[str, str] | None = None,
+        isolation: Literal["process", "thread"] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        intra_op_threads: int | None = None,
+    ) -> None:
+        self.package = package if isinstance(package, EmbeddingPackage) else EmbeddingPackage.open(package)
+        self._settings: dict[str, Any] = {
+            "provider": provider,
+            "shapes": shapes,
+            "buckets": buckets,
+            "provider_options": provider_options,
+            "isolation": isolation,
+            "cache_dir": cache_dir,
+            "intra_op_threads": intra_op_threads,
+        }
+        pkg = self.package
+        if provider not in ("auto", "npu", "cpu"):
+            raise InvalidRequestError(f"provider {provider!r} is not one of 'auto', 'npu', 'cpu'")
+        if shapes not in ("auto", "static", "dynamic"):
+            raise InvalidRequestError(f"shapes {shapes!r} is not one of 'auto', 'static', 'dynamic'")
+        if isolation not in (None, "process", "thread"):
+            raise InvalidRequestError(f"isolation {isolation!r} is not one of 'process', 'thread'")
+        ort = import_onnxruntime()
+        _import_tokenizers()
+        available = list(ort.get_available_providers())
+        if provider == "npu" and NPU_PROVIDER not in available:
+            raise RuntimeNotAvailableError(
+                f"provider='npu' needs onnxruntime's {NPU_PROVIDER}, and this onnxruntime "
+                f"{ort.__version__} has {available}. Run in the Ryzen AI environment (its onnxruntime-vitisai), "
+                "or pass provider='cpu'"
+            )
+        on_npu = provider == "npu" or (provider == "auto" and NPU_PROVIDER in available)
+        if provider == "auto" and not on_npu:
+            global _SAID_CPU
+            if not _SAID_CPU:
+                _SAID_CPU = True
+                log.warning(
+                    "embeddings run on the CPU: onnxruntime %s has no %s (providers: %s); dynamic shapes, "
+                    "length-sorted batches",
+                    ort.__version__,
+                    NPU_PROVIDER,
+                    ", ".join(available),
+                )
+        self.provider = NPU_PROVIDER if on_npu else CPU_PROVIDER
+        fixed = pkg.static_shape is not None or pkg.fixed_rows is not None
+        if shapes == "dynamic" and fixed:
+            shown = list(pkg.static_shape) if pkg.static_shape else [pkg.fixed_rows, "sequence"]
+            raise InvalidRequestError(
+                f"shapes='dynamic' but {pkg.onnx_file.name} has a static shape {shown}; "
+                "use shapes='static' (or 'auto'), or export the model with dynamic axes"
+            )
+        self.static = shapes == "static" or fixed or (shapes == "auto" and on_npu)
+        self.buckets: tuple[int, ...]
+        if self.static and pkg.static_shape is not None:
+            self.static_rows, self.buckets = pkg.static_shape[0], (pkg.static_shape[1],)
+        elif self.static:
+            chosen = tuple(sorted(set(buckets or DEFAULT_EMBEDDING_BUCKETS)))
+            if any(b < 2 for b in chosen):
+                raise InvalidRequestError(f"buckets {list(chosen)}: every bucket must be at least 2 tokens")
+            self.static_rows = pkg.fixed_rows or 1
+            self.buckets = tuple(b for b in chosen if b < pkg.max_length) + (pkg.max_length,)
+        else:
+            self.static_rows, self.buckets = 0, ()
+        self.isolation = isolation or ("process" if on_npu else "thread")
+        self.provider_options = dict(provider_options or {})
+        self.cache_dir = _cache_root(cache_dir)
+        self.intra_op_threads = intra_op_threads
+        self._ort_version = str(ort.__version__)
+        self._backends: dict[tuple[int, int] | None, _LocalBackend | _WorkerBackend] = {}
+        self._lock = threading.Lock()
+        self._digest: str | None = None
+        tokenizers = _import_tokenizers()
+        self._tokenizer = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+        self._truncating = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
+        self._truncating.no_padding()
+        self._truncating.enable_truncation(pkg.max_length)
+        self._pad_id = 0
+        padding = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file)).padding
+        if padding and isinstance(padding.get("pad_id"), int):
+            self._pad_id = padding["pad_id"]
+
+    @classmethod
+    def get(cls, model: str | os.PathLike[str], **settings: Any) -> EmbeddingEngine:
+        """The shared engine for a folder, an embedded name or a Hugging Face repo id, and these settings."""
+        from .hub import resolve_model
+
+        path = resolve_model(model).resolve()
+        onnx_file, pooling = settings.pop("onnx_file", None), settings.pop("pooling", None)
+        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k != "provider_options"}
+        options = tuple(sorted((settings.get("provider_options") or {}).items()))
+        key = (str(path), onnx_file, pooling, tuple(sorted(plain.items())), options)
+        with _ENGINES_LOCK:
+            engine = _ENGINES.get(key)
+            if engine is None:
+                engine = cls(EmbeddingPackage.open(path, onnx_file=onnx_file, pooling=pooling), **settings)
+                _ENGINES[key] = engine
+            return engine
+
+    # -- information ---------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        """The package's description plus how this engine runs it."""
+        out = self.package.describe()
+        out.update(
+            {
+                "provider": self.provider,
+                "run_shapes": "static" if self.static else "dynamic",
+                "buckets": list(self.buckets),
+                "static_rows": self.static_rows or None,
+                "isolation": self.isolation,
+            }
+        )
+        return out
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (empty with ``isolation="thread"``)."""
+        return [b.pid for b in self._backends.values() if isinstance(b, _WorkerBackend) and b.pid is not None]
+
+    # -- running -----------------------------------------------------------------------------
+
+    def instruction(self, kind: Kind) -> str:
+        """The package's default prefix for queries or documents."""
+        return self.package.query_instruction if kind == "query" else self.package.document_instruction
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text before truncation (special tokens included)."""
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: Kind = "document",
+        instruction: str | None = None,
+        normalize: bool | None = None,
+        batch_size: int = 32,
+        on_overflow: Literal["truncate", "error"] = "truncate",
+        progress: Callable[[int], None] | None = None,
+    ) -> EmbeddingResult:
+        """Embed ``texts``.
+
+        Args:
+            texts: non-empty texts (at least one).
+            kind: ``"query"`` or ``"document"``: picks the default instruction.
+            instruction: prefix for every text (default: the package's for ``kind``).
+            normalize: L2-normalise (default: the package's setting).
+            batch_size: texts per run with dynamic shapes (static runs hold the graph's rows).
+            on_overflow: ``"truncate"`` cuts texts longer than the maximum length (logged, and
+                listed in :attr:`EmbeddingResult.truncated`); ``"error"`` raises instead.
+            progress: called with the number of texts done after each run.
+
+        Raises:
+            InvalidRequestError: no texts, a text that is empty or not a string, a text over the
+                maximum length with ``on_overflow="error"``, or a bad option.
+            WorkerDiedError: the worker process died during the call; the next call starts a new one.
+        """
+        import numpy as np
+
+        items = self._check_texts(texts)
+        if on_overflow not in ("truncate", "error"):
+            raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
+        if batch_size < 1:
+            raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+        prefix = self.instruction(kind) if instruction is None else instruction
+        full = [prefix + t for t in items]
+        encodings = self._tokenizer.encode_batch(full)
+        limit = self.package.max_length
+        over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
+        if over and on_overflow == "error":
+            i = over[0]
+            raise InvalidRequestError(
+                f"text {i} is {len(encodings[i].ids)} tokens, over {self.package.name}'s maximum of {limit} "
+                f"({self.package.max_length_source}); {len(over)} text(s) are too long. Split the text into "
+                f"smaller chunks (e.g. a chunk size of {limit - 32} tokens), or pass on_overflow='truncate'"
+            )
+        if over:
+            for i, enc in zip(over, self._truncating.encode_batch([full[i] for i in over]), strict=True):
+                encodings[i] = enc
+            log.warning(
+                "%d of %d text(s) are longer than %s's maximum of %d tokens and were truncated (first: text %d); "
+                "use smaller chunks to embed all of each text",
+                len(over),
+                len(items),
+                self.package.name,
+                limit,
+                over[0],
+            )
+        lengths = [len(e.ids) for e in encodings]
+        batches = plan_batches(
+            lengths, batch_size=batch_size, buckets=self.buckets or None, static_rows=self.static_rows or None
+        )
+        out: list[np.ndarray | None] = [None] * len(items)
+        padding, shapes, done = 0, [], 0
+        for batch in batches:
+            ids = np.full((batch.rows, batch.length), self._pad_id, dtype=np.int64)
+            mask = np.zeros((batch.rows, batch.length), dtype=np.int64)
+            types = np.zeros((batch.rows, batch.length), dtype=np.int64)
+            for row, i in enumerate(batch.indices):
+                enc, n = encodings[i], lengths[i]
+                ids[row, :n] = enc.ids
+                mask[row, :n] = 1
+                types[row, :n] = enc.type_ids
+            for row in range(len(batch.indices), batch.rows):
+                ids[row, 0] = self._pad_id
+                mask[row, 0] = 1  # filler rows: one visible token keeps every softmax finite
+            pooled = self._backend((batch.rows, batch.length) if self.static else None).run(ids, mask, types)
+            for row, i in enumerate(batch.indices):
+                out[i] = pooled[row]
+            padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
+            shapes.append((batch.rows, batch.length))
+            done += len(batch.indices)
+            if progress is not None:
+                progress(done)
+        vectors = np.stack([v for v in out if v is not None])
+        if normalize if normalize is not None else self.package.normalize:
+            vectors = l2_normalize(vectors)
+        as_lists: list[list[float]] = vectors.astype(np.float32).tolist()
+        return EmbeddingResult(
+            vectors=as_lists,
+            tokens=lengths,
+            truncated=over,
+            padding=padding,
+            shapes=shapes,
+        )
+
+    @staticmethod
+    def _check_texts(texts: Sequence[str]) -> list[str]:
+        if isinstance(texts, str):
+            raise InvalidRequestError(
+                f"texts is one string ({texts[:40]!r}...); pass a list of strings (embed_query takes one text)"
+            )
+        items = list(texts)
+        if not items:
+            raise InvalidRequestError("texts is an empty list: pass at least one text to embed")
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise InvalidRequestError(f"text {i} is a {type(text).__name__}, not a string: pass strings only")
+            if not text.strip():
+                raise InvalidRequestError(
+                    f"text {i} is empty ({text!r}): an empty text has no meaning to embed; drop it before embedding"
+                )
+        return items
+
+    def _backend(self, shape: tuple[int, int] | None) -> _LocalBackend | _WorkerBackend:
+        with self._lock:
+            backend = self._backends.get(shape)
+            if backend is None:
+                spec = self._spec(shape)
+                backend = _WorkerBackend(spec) if self.isolation == "process" else _LocalBackend(spec)
+                self._backends[shape] = backend
+            return backend
+
+    def _spec(self, shape: tuple[int, int] | None) -> SessionSpec:
+        pkg = self.package
+        model_file = pkg.onnx_file
+        if shape is not None and pkg.static_shape is None:
+            model_file = self._static_variant(*shape)
+        providers: tuple[str, ...] = (CPU_PROVIDER,)
+        options: tuple[dict[str, str], ...] = ({},)
+        if self.provider == NPU_PROVIDER:
+            if self._digest is None:
+                self._digest = _file_digest(pkg.onnx_file)
+            rows, seq = shape or (0, 0)
+            vitis = {
+                "cache_dir": str(self.cache_dir / "vitisai"),
+                "cache_key": f"{pkg.name}-{self._digest[:16]}-{rows}x{seq}-ort{self._ort_version}",
+            }
+            vitis.update(self.provider_options)
+            providers, options = (NPU_PROVIDER, CPU_PROVIDER), (vitis, {})
+        return SessionSpec(
+            onnx_file=str(model_file),
+            providers=providers,
+            provider_options=options,
+            inputs=pkg.inputs,
+            output=pkg.output,
+            pooling=pkg.pooling,
+            intra_op_threads=self.intra_op_threads,
+        )
+
+    def _static_variant(self, rows: int, seq: int) -> Path:
+        """The dynamic graph with its (batch, sequence) axes fixed, cached on disk."""
+        if self._digest is None:
+            self._digest = _file_digest(self.package.onnx_file)
+        folder = self.cache_dir / "static" / f"{self.package.name}-{self._digest[:16]}"
+        target = folder / f"model_{rows}x{seq}.onnx"
+        if target.is_file():
+            return target
+        onnx = _import_onnx()
+        from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
+
+        model = onnx.load(str(self.package.onnx_file))
+        ids = next(i for i in model.graph.input if i.name == "input_ids")
+        batch_dim, seq_dim = ids.type.tensor_type.shape.dim
+        for dim, value in ((batch_dim, rows), (seq_dim, seq)):
+            if dim.HasField("dim_param") and dim.dim_param:
+                make_dim_param_fixed(model.graph, dim.dim_param, value)
+        fix_output_shapes(model)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        large = model.ByteSize() > 1_800_000_000
+        onnx.save_model(model, str(tmp), save_as_external_data=large, location=tmp.name + ".data" if large else None)
+        os.replace(tmp, target)
+        return target
+
+    def __copy__(self) -> EmbeddingEngine:
+        return self  # copies of a face share the engine, its sessions and workers
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> EmbeddingEngine:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its folder and settings; unpickled into a new engine (sessions open on use)."""
+        return (_rebuild_engine, (self.package, self._settings))
+
+    def close(self) -> None:
+        """Stop the workers and drop the sessions (the next call opens them again)."""
+        with self._lock:
+            backends, self._backends = list(self._backends.values()), {}
+        for backend in backends:
+            backend.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown
+            pass
+
+
+def _rebuild_engine(package: EmbeddingPackage, settings: dict[str, Any]) -> EmbeddingEngine:
+    return EmbeddingEngine(package, **settings)
+
+
+def close_all() -> None:
+    """Close every shared engine (tests, and programs that want their workers gone now)."""
+    with _ENGINES_LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        engine.close()
+
+
+class EmbeddingSettings(BaseModel):
+    """What both framework faces take to choose and run an embedding model (a pydantic mixin)."""
+
+    model: str = Field(description="embedding model folder, or Hugging Face repository id")
+    provider: Literal["auto", "npu", "cpu"] = "auto"
+    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
+    shapes: Literal["auto", "static", "dynamic"] = "auto"
+    """``auto``: static length buckets on the NPU (or for a static graph), dynamic shapes on the CPU."""
+    buckets: list[int] | None = None
+    """Sequence-length buckets for static shapes (default 32, 64, 128, 256, 512, capped at the maximum)."""
+    provider_options: dict[str, str] | None = None
+    """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
+    isolation: Literal["process", "thread"] | None = None
+    """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
+    onnx_file: str | None = None
+    """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
+    pooling: Literal["cls", "mean"] | None = None
+    """Override the folder's pooling."""
+    normalize: bool | None = None
+    """L2-normalise the vectors (default: as the folder says; True without modules.json)."""
+    query_instruction: str | None = None
+    """Prefix for queries (default: the model's: BGE's for BGE English models, else none)."""
+    on_overflow: Literal["truncate", "error"] = "truncate"
+    """A text over the maximum length: ``truncate`` (logged, listed in the result) or ``error``."""
+
+    _engine: EmbeddingEngine | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Open (or share) the engine now, so a bad folder is an error at construction."""
+        self._engine = self.open_engine()
+
+    @property
+    def engine(self) -> EmbeddingEngine:
+        """The core engine (package facts: ``engine.describe()``)."""
+        if self._engine is None:  # pragma: no cover - model_post_init opened it
+            self._engine = self.open_engine()
+        return self._engine
+
+    def embed_with_settings(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: Kind,
+        instruction: str | None,
+        batch_size: int,
+        progress: Callable[[int], None] | None = None,
+    ) -> EmbeddingResult:
+        """:meth:`EmbeddingEngine.embed` with these settings' normalisation and overflow policy."""
+        return self.engine.embed(
+            texts,
+            kind=kind,
+            instruction=instruction,
+            normalize=self.normalize,
+            batch_size=batch_size,
+            on_overflow=self.on_overflow,
+            progress=progress,
+        )
+
+    def open_engine(self) -> EmbeddingEngine:
+        """The shared engine for these settings."""
+        return EmbeddingEngine.get(
+            self.model,
+            provider=self.provider,
+            shapes=self.shapes,
+            buckets=self.buckets,
+            provider_options=self.provider_options,
+            isolation=self.isolation,
+            onnx_file=self.onnx_file,
+            pooling=self.pooling,
+        )

@@ -1,0 +1,123 @@
+"""Embedding sessions in worker processes: same vectors, errors come back, a dead worker is replaced."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tokenizers import Tokenizer
+
+from conftest import FIXTURES
+from ryzenai_core import GenerationError, UnsupportedModelError, WorkerDiedError
+from ryzenai_core.embeddings import EmbeddingEngine
+
+TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
+TEXTS = ["Who is the director of the Vantor Lab?", "hello", "sparse attention"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_worker_per_static_shape_gives_the_same_vectors(tmp_path):
+    worker = EmbeddingEngine(TINY_ST, isolation="process", shapes="static", buckets=[16], cache_dir=tmp_path)
+    try:
+        result = worker.embed(TEXTS)
+        assert sorted(set(result.shapes)) == [(1, 16)]
+        np.testing.assert_allclose(result.vectors, EmbeddingEngine(TINY_ST).embed(TEXTS).vectors, atol=1e-5)
+        (pid,) = worker.worker_pids()
+        assert pid != os.getpid() and _alive(pid)
+    finally:
+        worker.close()
+    assert not _alive(pid)  # close() ended and reaped it
+
+
+def test_an_error_in_the_worker_is_the_call_s_and_the_worker_survives(copy_package):
+    folder = copy_package(TINY_ST)
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    small = max(tok.encode("1").ids) + 1  # a table that holds "1" and the specials, not "vantor"
+    assert max(tok.encode("vantor").ids) >= small
+    table = numpy_helper.from_array(np.ones((small, 4), np.float32), "table")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input_ids"], ["last_hidden_state"])],
+        "g",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["b", "s", 4])],
+        [table],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
+    engine = EmbeddingEngine(folder, isolation="process")
+    try:
+        assert len(engine.embed(["1"]).vectors[0]) == 4
+        (pid,) = engine.worker_pids()
+        with pytest.raises(GenerationError, match=r"onnxruntime failed on a batch of shape \[1, 3\] of model.onnx"):
+            engine.embed(["vantor"])
+        assert engine.worker_pids() == [pid] and _alive(pid)
+        assert len(engine.embed(["1"]).vectors[0]) == 4
+    finally:
+        engine.close()
+
+
+def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_new_one():
+    engine = EmbeddingEngine(TINY_ST, isolation="process")
+    try:
+        want = engine.embed(TEXTS).vectors
+        (pid,) = engine.worker_pids()
+        os.kill(pid, signal.SIGSTOP)  # the worker cannot answer: the call below waits on it
+        errors: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                engine.embed(TEXTS)
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        t = threading.Thread(target=call)
+        t.start()
+        os.kill(pid, signal.SIGKILL)  # an execution provider crash, as the caller sees it
+        t.join(timeout=30)
+        assert not t.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], WorkerDiedError)
+        assert f"embedding worker {pid} died (exit code -9)" in str(errors[0]) and "next call starts a new worker" in str(errors[0])
+        np.testing.assert_allclose(engine.embed(TEXTS).vectors, want, atol=1e-6)
+        assert engine.worker_pids() != [pid]
+    finally:
+        engine.close()
+
+
+def test_a_worker_that_died_between_calls_is_replaced(caplog):
+    engine = EmbeddingEngine(TINY_ST, isolation="process")
+    try:
+        engine.embed(TEXTS)
+        (pid,) = engine.worker_pids()
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        assert len(engine.embed(TEXTS).vectors) == 3
+        assert f"embedding worker {pid} had exited" in caplog.text
+    finally:
+        engine.close()
+
+
+def test_a_model_onnxruntime_cannot_open_is_a_typed_error_from_the_worker(copy_package):
+    folder = copy_package(TINY_ST)
+    model = onnx.load(str(folder / "onnx" / "model.onnx"))
+    model.graph.node[0].op_type = "NoSuchOp"
+    onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
+    engine = EmbeddingEngine(folder, isolation="process")
+    try:
+        with pytest.raises(UnsupportedModelError, match=r"could not open .*model.onnx on \['CPUExecutionProvider'\]"):
+            engine.embed(TEXTS)
+        assert engine.worker_pids() == []  # the worker exited after saying why
+    finally:
+        engine.close()
