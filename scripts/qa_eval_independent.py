@@ -8,8 +8,9 @@ sentences (prose such as "Rising 212 feet above the harbour, the Saltmere Beacon
 own question wordings, in two kinds:
 
 - ``like``: plain questions of the shape a user would ask first ("How tall is X?");
-- ``new``: reworded ones ("I'd like to know the height of X.", "X: how many people belong to
-  it?", "Which material went into X?").
+- ``new``: reworded ones ("I'd like to know how high X rises.", "X: how many people belong to
+  it?", "Which material went into X?"), none of which the training generator produces, its
+  rewordings included (``tests/test_qa_data.py`` checks).
 
 Every question has one answer span, written verbatim in exactly one document; the other
 documents are distractors about subjects of the same kind (other heights, other founders).
@@ -114,15 +115,15 @@ _REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
     "length": ("measure:metres|kilometres|km|feet", [
         "{Sc} is {A} long.", "{Sc} stretches for {A}.", "With a length of {A}, {S} is hard to miss."],
         ["How long is {S}?", "What is the length of {S}?"],
-        ["Give me the length of {S}.", "Over what distance does {S} stretch?", "{Sc} - how long is it?"]),
+        ["What distance does {S} cover from end to end?", "Over what distance does {S} stretch?", "{Sc} - how long is it?"]),
     "depth": ("measure:metres|feet", [
         "{Sc} is {A} deep at its thickest point.", "Surveys put the depth of {S} at {A}."],
         ["How deep is {S}?", "What is the depth of {S}?"],
-        ["To what depth does {S} go?", "Tell me the depth of {S}."]),
+        ["To what depth does {S} go?", "How far down does {S} go?"]),
     "weight": ("measure:kilograms|kg|tonnes", [
         "{Sc} weighs {A}.", "Fully loaded, {S} weighs {A}."],
         ["How much does {S} weigh?", "What is the weight of {S}?"],
-        ["What does {S} weigh?", "I need the weight of {S}."]),
+        ["What does {S} weigh?", "What mass does {S} have?"]),
     "material": ("material", [
         "{Sc} is made of {A}.", "Built almost entirely of {A}, {S} has survived many storms.",
         "The walls of {S} are {A}.", "{Sc} was constructed from {A}."],
@@ -163,7 +164,7 @@ _REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
     "director": ("person", [
         "{Sc} is directed by {A}.", "The director of {S} is {A}.", "{A} runs {S} as director."],
         ["Who directs {S}?", "Who is the director of {S}?"],
-        ["Who is the head of {S}?", "Who is in charge at {S}?"]),
+        ["Who runs things at {S}?", "Who is in charge at {S}?"]),
     "founder": ("person", [
         "{Sc} was founded by {A}.", "{A} founded {S}.", "The founder of {S} was {A}."],
         ["Who founded {S}?", "Who was the founder of {S}?"],
@@ -177,7 +178,7 @@ _REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
     "date": ("date", [
         "{Sc} was launched on {A}.", "On {A}, {S} was launched."],
         ["When was {S} launched?", "On what date was {S} launched?"],
-        ["What was the launch date of {S}?", "Which day did {S} launch?"]),
+        ["Which day saw the launch of {S}?", "Which day did {S} launch?"]),
     "crew": ("count", [
         "{Sc} has a crew of {A}.", "{Sc} carries {A} crew members."],
         ["How many crew does {S} have?", "How big is the crew of {S}?"],
@@ -185,11 +186,11 @@ _REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
     "members": ("count", [
         "{Sc} has {A} members.", "{A} people belong to {S}.", "Membership of {S} stands at {A}."],
         ["How many members does {S} have?", "How many people belong to {S}?"],
-        ["What is the membership of {S}?", "{Sc}: how many people belong to it?", "How large is {S}?"]),
+        ["How many names are on the member list of {S}?", "{Sc}: how many people belong to it?", "What is the member count of {S}?"]),
     "population": ("count", [
         "{Sc} has a population of {A}.", "{A} people live in {S}."],
         ["What is the population of {S}?", "How many people live in {S}?"],
-        ["How many inhabitants does {S} have?", "How populous is {S}?"]),
+        ["What number of residents does {S} have?", "How populous is {S}?"]),
     "capital": ("place", [
         "The capital of {S} is {A}.", "{A} is the capital of {S}.", "{Sc} is governed from its capital, {A}."],
         ["What is the capital of {S}?", "Which city is the capital of {S}?"],
@@ -197,7 +198,7 @@ _REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
     "seat": ("place", [
         "{Sc} is based in {A}.", "{Sc} has its home in {A}.", "{Sc} meets in {A}."],
         ["Where is {S} based?", "Where does {S} have its home?"],
-        ["In which town would I find {S}?", "Where can {S} be found?"]),
+        ["In which town would I find {S}?", "What is the home town of {S}?"]),
     "port": ("place", [
         "The home port of {S} is {A}.", "{Sc} sails from {A}."],
         ["What is the home port of {S}?", "Where does {S} sail from?"],
