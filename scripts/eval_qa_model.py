@@ -172,11 +172,27 @@ def langchain_chain(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
 
 
 def summary_index_answer(llm, texts: list[str], question: str, metadata: list[dict] | None = None) -> str:
-    """A LlamaIndex ``SummaryIndex`` query engine (compact) over ``texts``; its answer."""
+    """A LlamaIndex ``SummaryIndex`` query engine (compact) over ``texts``; its answer as compared
+    (stripped, unless ``--exact``)."""
     from llama_index.core import Document, SummaryIndex
 
     docs = [Document(text=t, metadata=m) for t, m in zip(texts, metadata or [{} for _ in texts], strict=True)]
     return _norm(str(SummaryIndex.from_documents(docs).as_query_engine(llm=llm, response_mode="compact").query(question)))
+
+
+def _score_faces(items: list[dict], answer: dict, max_failures: int | None = None) -> dict:
+    """Exact match of each face's answers (``answer[face](item) -> text``) on ``items`` (documents,
+    question, answer dicts)."""
+    res: dict = {}
+    for face, ask in answer.items():
+        ok, fails = 0, []
+        for item in items:
+            got = _norm(ask(item))
+            ok += got == item["answer"]
+            if got != item["answer"] and (max_failures is None or len(fails) < max_failures):
+                fails.append({"question": item["question"], "expected": item["answer"], "got": got})
+        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
+    return res
 
 
 def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTEM, **llm_kwargs) -> dict:
@@ -187,19 +203,10 @@ def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
     items = json.loads(INDEPENDENT.read_text(encoding="utf-8"))["items"]
     chain = langchain_chain(model, max_new_tokens, system=system, **llm_kwargs)
     llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens, **llm_kwargs)
-    res: dict = {"n": len(items)}
-    for face in ("langchain", "llamaindex"):
-        ok, fails = 0, []
-        for item in items:
-            if face == "langchain":
-                out = _norm(chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]}))
-            else:
-                out = summary_index_answer(llm, item["documents"], item["question"])
-            ok += out == item["answer"]
-            if out != item["answer"]:
-                fails.append({"question": item["question"], "expected": item["answer"], "got": out})
-        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
-    return res
+    return {"n": len(items), **_score_faces(items, {
+        "langchain": lambda it: chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}),
+        "llamaindex": lambda it: summary_index_answer(llm, it["documents"], it["question"]),
+    })}
 
 
 def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: list[tuple[int, str]] | None = None,
@@ -214,23 +221,16 @@ def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: li
     chain = langchain_chain(model, max_new_tokens, **llm_kwargs)
     llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens, **llm_kwargs)
     synth = get_response_synthesizer(llm=llm, response_mode="compact")
+    faces = {
+        "langchain": lambda it: chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}),
+        "llamaindex": lambda it: str(synth.synthesize(
+            it["question"], nodes=[NodeWithScore(node=TextNode(text=d), score=1.0) for d in it["documents"]])),
+    }
     result = []
     for n_docs, wording in cells or INDEPENDENT_CELLS:
         t = time.time()
         cell: dict = {"docs": n_docs, "wording": wording, "n": n}
-        its = qa_eval_independent.items("test", n_docs, wording, n)
-        for face in ("langchain", "llamaindex"):
-            ok, fails = 0, []
-            for it in its:
-                if face == "langchain":
-                    got = _norm(chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}))
-                else:
-                    nodes = [NodeWithScore(node=TextNode(text=d), score=1.0) for d in it["documents"]]
-                    got = _norm(str(synth.synthesize(it["question"], nodes=nodes)))
-                ok += got == it["answer"]
-                if got != it["answer"] and len(fails) < 6:
-                    fails.append({"question": it["question"], "expected": it["answer"], "got": got})
-            cell[face] = {"correct": ok, "accuracy": round(ok / n, 4), "failures": fails}
+        cell.update(_score_faces(qa_eval_independent.items("test", n_docs, wording, n), faces, max_failures=6))
         cell["seconds"] = round(time.time() - t, 1)
         result.append(cell)
         print(f"independent {n_docs} docs {wording:4s}: LangChain {cell['langchain']['correct']}/{n}, "
