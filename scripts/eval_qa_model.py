@@ -10,7 +10,14 @@ the answer span exactly.
 Cells: 2, 4 and 8 documents with the training question wordings, and the same with reworded
 questions (wordings never used in training). If the framework adapters import
 (``langchain_ryzenai.ChatRyzenAI``, ``llamaindex_ryzenai.RyzenAILLM``), a smaller cell also
-runs through a LangChain prompt | model chain and a LlamaIndex response synthesizer.
+runs through a LangChain prompt | model chain and a LlamaIndex response synthesizer, and so
+do the independent sets: the test split of ``qa_eval_independent.py`` (a second generator,
+never used for training: 2/4/8 documents x training-like/new question wordings) and the
+hand-written ``qa_independent.json``.
+
+Answers are stripped before they are compared (the shipped model answers " " + span);
+``--exact`` compares them as the plugin returns them (models trained on the bare span:
+``train_qa_model.py`` now trains that way).
 
     python scripts/eval_qa_model.py                       # core/models/tiny-qa-llama, 200 per cell
     python scripts/eval_qa_model.py --n 100 --model DIR --out eval.json
@@ -29,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
+import qa_eval_independent  # noqa: E402
 import qa_synth  # noqa: E402
 
 CELLS = [
@@ -40,6 +48,8 @@ CELLS = [
     ("8 docs reworded", 8, "reworded"),
 ]
 EVAL_SEED = 777_000_111  # far from the training seeds (train: seed * 1_000_003 + step)
+INDEPENDENT_CELLS = [(n_docs, wording) for wording in ("like", "new") for n_docs in (2, 4, 8)]
+_norm = str.strip  # the answer as compared: stripped, or unchanged with --exact
 
 
 def examples(n_docs: int, wording: str, n: int, seed: int = EVAL_SEED):
@@ -62,7 +72,7 @@ def run_cell(engine, exs, max_new_tokens: int):
     for ex in exs:
         msgs = [ChatMessage(r, c) for r, c in ex["messages"]]
         out = engine.generate(msgs, opts).text
-        good = out.strip() == ex["answer"]  # the model answers " " + span
+        good = _norm(out) == ex["answer"]
         ok += good
         shape = _shape(ex["messages"])
         by_shape[shape][0] += good
@@ -105,7 +115,7 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
         for ex in exs:
             ctx = "\n\n".join(d.text for d in ex["docs"])
             q = _question(ex["messages"])
-            out = chain.invoke({"context": ctx, "question": q}).strip()
+            out = _norm(chain.invoke({"context": ctx, "question": q}))
             ok += out == ex["answer"]
             if out != ex["answer"] and len(fails) < 5:
                 fails.append({"question": q, "expected": ex["answer"], "got": out})
@@ -133,7 +143,7 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
             nodes = [NodeWithScore(node=TextNode(text=d.text, metadata={"file_path": f"/docs/{d.slug}.txt"}), score=1.0)
                      for d in ex["docs"]]
             q = _question(ex["messages"])
-            out = str(synth.synthesize(q, nodes=nodes)).strip()
+            out = _norm(str(synth.synthesize(q, nodes=nodes)))
             ok += out == ex["answer"]
             if out != ex["answer"] and len(fails) < 5:
                 fails.append({"question": q, "expected": ex["answer"], "got": out})
@@ -162,11 +172,27 @@ def langchain_chain(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
 
 
 def summary_index_answer(llm, texts: list[str], question: str, metadata: list[dict] | None = None) -> str:
-    """A LlamaIndex ``SummaryIndex`` query engine (compact) over ``texts``; the stripped answer."""
+    """A LlamaIndex ``SummaryIndex`` query engine (compact) over ``texts``; its answer as compared
+    (stripped, unless ``--exact``)."""
     from llama_index.core import Document, SummaryIndex
 
     docs = [Document(text=t, metadata=m) for t, m in zip(texts, metadata or [{} for _ in texts], strict=True)]
-    return str(SummaryIndex.from_documents(docs).as_query_engine(llm=llm, response_mode="compact").query(question)).strip()
+    return _norm(str(SummaryIndex.from_documents(docs).as_query_engine(llm=llm, response_mode="compact").query(question)))
+
+
+def _score_faces(items: list[dict], answer: dict, max_failures: int | None = None) -> dict:
+    """Exact match of each face's answers (``answer[face](item) -> text``) on ``items`` (documents,
+    question, answer dicts)."""
+    res: dict = {}
+    for face, ask in answer.items():
+        ok, fails = 0, []
+        for item in items:
+            got = _norm(ask(item))
+            ok += got == item["answer"]
+            if got != item["answer"] and (max_failures is None or len(fails) < max_failures):
+                fails.append({"question": item["question"], "expected": item["answer"], "got": got})
+        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
+    return res
 
 
 def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTEM, **llm_kwargs) -> dict:
@@ -177,30 +203,55 @@ def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
     items = json.loads(INDEPENDENT.read_text(encoding="utf-8"))["items"]
     chain = langchain_chain(model, max_new_tokens, system=system, **llm_kwargs)
     llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens, **llm_kwargs)
-    res: dict = {"n": len(items)}
-    for face in ("langchain", "llamaindex"):
-        ok, fails = 0, []
-        for item in items:
-            if face == "langchain":
-                out = chain.invoke({"context": "\n\n".join(item["documents"]), "question": item["question"]}).strip()
-            else:
-                out = summary_index_answer(llm, item["documents"], item["question"])
-            ok += out == item["answer"]
-            if out != item["answer"]:
-                fails.append({"question": item["question"], "expected": item["answer"], "got": out})
-        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
-    return res
+    return {"n": len(items), **_score_faces(items, {
+        "langchain": lambda it: chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}),
+        "llamaindex": lambda it: summary_index_answer(llm, it["documents"], it["question"]),
+    })}
+
+
+def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: list[tuple[int, str]] | None = None,
+                          **llm_kwargs) -> list[dict]:
+    """The test split of the second generator (``qa_eval_independent.py``) through both adapters:
+    a LangChain RAG chain and a LlamaIndex compact response synthesizer over the documents."""
+    from llama_index.core import get_response_synthesizer
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    from llamaindex_ryzenai import RyzenAILLM  # type: ignore[attr-defined]
+
+    chain = langchain_chain(model, max_new_tokens, **llm_kwargs)
+    llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens, **llm_kwargs)
+    synth = get_response_synthesizer(llm=llm, response_mode="compact")
+    faces = {
+        "langchain": lambda it: chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}),
+        "llamaindex": lambda it: str(synth.synthesize(
+            it["question"], nodes=[NodeWithScore(node=TextNode(text=d), score=1.0) for d in it["documents"]])),
+    }
+    result = []
+    for n_docs, wording in cells or INDEPENDENT_CELLS:
+        t = time.time()
+        cell: dict = {"docs": n_docs, "wording": wording, "n": n}
+        cell.update(_score_faces(qa_eval_independent.items("test", n_docs, wording, n), faces, max_failures=6))
+        cell["seconds"] = round(time.time() - t, 1)
+        result.append(cell)
+        print(f"independent {n_docs} docs {wording:4s}: LangChain {cell['langchain']['correct']}/{n}, "
+              f"LlamaIndex {cell['llamaindex']['correct']}/{n} ({cell['seconds']} s)", flush=True)
+    return result
 
 
 def main() -> None:
+    global _norm
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, default=ROOT / "core" / "models" / "tiny-qa-llama")
     p.add_argument("--n", type=int, default=200, help="examples per cell")
     p.add_argument("--adapter-n", type=int, default=50)
     p.add_argument("--max-new-tokens", type=int, default=24)
-    p.add_argument("--cells", default="", help="comma-separated cell names (default: all)")
+    p.add_argument("--cells", default="", help="comma-separated cell names (default: all; 'none' for none)")
+    p.add_argument("--independent-n", type=int, default=100, help="questions per cell of the generated independent set")
+    p.add_argument("--exact", action="store_true", help="compare answers as returned, unstripped (bare-span models)")
     p.add_argument("--out", type=Path, default=None, help="JSON (default: MODEL/eval.json)")
     args = p.parse_args()
+    if args.exact:
+        _norm = str
 
     from ryzenai_core import Engine
 
@@ -208,7 +259,8 @@ def main() -> None:
     result = {
         "model": args.model.name,
         "method": "exact match, greedy (temperature=0), through ryzenai_core.Engine (inline), "
-                  "held-out names (qa_synth name split), plugin-rendered prompt with today's date",
+                  "held-out names (qa_synth name split), plugin-rendered prompt with today's date"
+                  + ("; answers compared as returned" if args.exact else "; answers stripped"),
         "n_per_cell": args.n,
         "cells": [],
     }
@@ -231,10 +283,12 @@ def main() -> None:
     if args.adapter_n:
         result["independent"] = independent_set(args.model, args.max_new_tokens)
         print("independent set:", {k: v["accuracy"] for k, v in result["independent"].items() if k != "n"})
+    if args.independent_n:
+        result["independent_generated"] = generated_independent(args.model, args.independent_n, args.max_new_tokens)
     out = args.out or args.model / "eval.json"
     if out.exists():
         old = json.loads(out.read_text(encoding="utf-8"))
-        for k in ("notes",):
+        for k in ("notes", "previous"):
             if k in old:
                 result[k] = old[k]
     out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -427,6 +427,455 @@ def make_doc(names: Names, used: set[str]) -> Doc:
     return Doc(title=ent, text=body, facts=facts, slug=slug)
 
 
+# ----------------------------------------------------------------------------- broad facts
+# A second family of documents, wider than the lab/thing facts above: subjects of many kinds
+# (groups, countries, towns, buildings, ships, mountains, people...), names of every shape,
+# relations with units, counts, capitals, roles and materials, each fact in several phrasings,
+# questions in free-form wordings, distractor documents about subjects of the same kind (so
+# they share the question's words) and 1-10 facts per document.
+REAL_FIRST = [
+    "Mira", "Jonas", "Helena", "Omar", "Lucia", "Pavel", "Greta", "Samir", "Nadia", "Felix", "Clara", "Tariq",
+    "Elena", "Hugo", "Maya", "Viktor", "Amara", "Lena", "Rafael", "Ada", "Emil", "Zofia", "Kenji", "Priya",
+    "Mateo", "Ines", "Arjun", "Freya", "Dmitri", "Leila", "Oscar", "Yara", "Bruno", "Hana", "Ivo", "Selma",
+]
+REAL_LAST = [
+    "Novak", "Schmidt", "Petrov", "Moreau", "Rossi", "Kowalski", "Jensen", "Haddad", "Tanaka", "Silva",
+    "Weber", "Costa", "Nilsson", "Ivanova", "Dubois", "Becker", "Rahman", "Horvat", "Castillo", "Berg",
+    "Fischer", "Lopez", "Sato", "Meyer", "Kovacs", "Duarte", "Larsen", "Ferraro", "Brennan", "Okafor-Lind",
+]
+TITLES = ["Dr.", "Prof.", "Mr.", "Mrs.", "Ms.", "Captain", "Sir", "Lady", "Father", "General"]
+MATERIALS = [
+    "granite", "oak", "steel", "glass", "brick", "concrete", "bronze", "marble", "pine", "copper", "iron",
+    "bamboo", "limestone", "aluminium", "carbon fibre", "stainless steel", "red brick", "reinforced glass",
+    "volcanic rock", "rammed earth",
+]
+LANGUAGES = ["Welsh", "Catalan", "Maltese", "Estonian", "Icelandic", "Swahili", "Tagalog", "Latvian", "Galician",
+             "Gaelic", "Esperanto", "Basque"]
+UNITS = {
+    "height": ["meters", "m", "feet", "ft", "metres"], "length": ["meters", "km", "kilometers", "miles", "feet"],
+    "weight": ["kg", "kilograms", "tons", "tonnes", "pounds"], "depth": ["meters", "feet", "m"],
+    "area": ["square kilometers", "hectares", "acres", "km2"], "speed": ["km/h", "knots", "mph"],
+    "age": ["years"], "price": ["euros", "dollars", "pounds"], "capacity": ["liters", "litres", "gallons"],
+}
+
+# subject kind -> (name patterns, relations); {N} a made-up name, {W} a one-word name
+BROAD_KINDS: dict[str, tuple[list[str], list[str]]] = {
+    "group": (["the {N} Club", "the {N} Society", "the {N} Band", "the {N} Choir", "the {N} Union", "the {N}s",
+               "the Order of {W}", "the {N} Team"],
+              ["members", "founded", "founder", "leader", "treasurer", "base", "colour", "anthem", "coach"]),
+    "country": (["{W}", "the Republic of {W}", "the Kingdom of {W}", "{W}land"],
+                ["capital", "population", "language", "currency", "ruler", "area", "founded", "anthem"]),
+    "town": (["{W}", "{W}ton", "{W}ville", "Port {W}", "{W} Falls", "New {W}"],
+             ["population", "mayor", "founded", "river", "area", "twin", "founder"]),
+    "building": (["the {N} Tower", "the {N} Hall", "the {N} Library", "the {N} Bridge", "the {N} Cathedral",
+                  "the {N} Stadium", "the {N} Arch", "{N} House"],
+                 ["height", "material", "architect", "built", "floors", "owner", "location", "length", "seats"]),
+    "vehicle": (["the {N}", "the ship {W}", "the {W} Express", "the airship {W}", "the {C} locomotive",
+                 "the {C} probe"],
+                ["length", "weight", "speed", "captain", "crew", "built", "builder", "material", "launched"]),
+    "nature": (["Mount {W}", "Lake {W}", "the {W} River", "the {W} Forest", "the {W} Valley", "{W} Island",
+                "the {W} Desert"],
+               ["height", "depth", "length", "area", "discovered", "discoverer", "location", "age"]),
+    "person": (["{P}"],
+               ["born_year", "born_place", "job", "employer", "spouse", "height_p", "instrument", "mentor", "pet"]),
+    "product": (["the {C}", "the {W} {C}", "{W} {C}", "the {N} lamp", "the {N} drill"],
+                ["price", "weight", "maker", "released", "material", "capacity", "inventor", "colour"]),
+}
+
+# relation -> (answer kind, fact phrasings, question wordings). {S}/{Sc} subject, {A} answer.
+BROAD_RELS: dict[str, tuple[str, list[str], list[str]]] = {
+    "members": ("count", [
+        "{Sc} has {A} members.", "{A} people are members of {S}.", "The membership of {S} is {A}.",
+        "{Sc} counts {A} members.", "There are {A} members in {S}."],
+        ["How many members does {S} have?", "How many people are members of {S}?", "What is the membership of {S}?",
+         "How many members are in {S}?", "How big is {S}?", "How many people belong to {S}?"]),
+    "founded": ("year", [
+        "{Sc} was founded in {A}.", "{Sc} was established in {A}.", "{Sc} dates back to {A}.",
+        "In {A}, {S} was founded.", "Founded in {A}, {S} grew quickly.", "{Sc} has existed since {A}."],
+        ["When was {S} founded?", "In which year was {S} founded?", "When was {S} established?",
+         "What year does {S} date back to?", "Since when has {S} existed?", "What is the founding year of {S}?"]),
+    "founder": ("person", [
+        "{Sc} was founded by {A}.", "{A} founded {S}.", "The founder of {S} was {A}.", "{A} started {S}."],
+        ["Who founded {S}?", "Who was the founder of {S}?", "Who started {S}?", "Which person founded {S}?"]),
+    "leader": ("person", [
+        "{Sc} is led by {A}.", "The leader of {S} is {A}.", "{A} leads {S}.", "{A} is the head of {S}."],
+        ["Who leads {S}?", "Who is the leader of {S}?", "Who is the head of {S}?", "Who is in charge of {S}?"]),
+    "treasurer": ("person", [
+        "The treasurer of {S} is {A}.", "{A} is the treasurer of {S}.", "{A} serves as treasurer of {S}."],
+        ["Who is the treasurer of {S}?", "Who serves as treasurer of {S}?"]),
+    "coach": ("person", [
+        "{Sc} is coached by {A}.", "The coach of {S} is {A}.", "{A} coaches {S}."],
+        ["Who coaches {S}?", "Who is the coach of {S}?"]),
+    "base": ("place", [
+        "{Sc} is based in {A}.", "{Sc} meets in {A}.", "The home of {S} is {A}.", "{Sc} has its base in {A}."],
+        ["Where is {S} based?", "Where does {S} meet?", "Where is the home of {S}?", "In which town is {S} based?"]),
+    "location": ("place", [
+        "{Sc} is located in {A}.", "{Sc} stands in {A}.", "{Sc} can be found in {A}.", "{Sc} lies in {A}."],
+        ["Where is {S} located?", "Where is {S}?", "In which place is {S}?", "Where does {S} stand?",
+         "Where can {S} be found?"]),
+    "colour": ("colour", [
+        "The colour of {S} is {A}.", "{Sc} is painted {A}.", "The colours of {S} are {A}.", "{Sc} wears {A}."],
+        ["What colour is {S}?", "What is the colour of {S}?", "What color is {S}?", "Which colour does {S} use?"]),
+    "anthem": ("title", [
+        "The anthem of {S} is called {A}.", "{Sc} has an anthem named {A}.", "{A} is the anthem of {S}."],
+        ["What is the anthem of {S}?", "What is the anthem of {S} called?"]),
+    "capital": ("place", [
+        "The capital of {S} is {A}.", "{A} is the capital of {S}.", "{Sc} has {A} as its capital.",
+        "{Sc} is governed from {A}, its capital."],
+        ["What is the capital of {S}?", "Which city is the capital of {S}?", "What is the capital city of {S}?",
+         "Name the capital of {S}."]),
+    "population": ("count", [
+        "{Sc} has a population of {A}.", "{A} people live in {S}.", "The population of {S} is {A}.",
+        "About {A} people live in {S}."],
+        ["What is the population of {S}?", "How many people live in {S}?", "How many inhabitants does {S} have?"]),
+    "language": ("language", [
+        "The language of {S} is {A}.", "People in {S} speak {A}.", "{A} is spoken in {S}.",
+        "The official language of {S} is {A}."],
+        ["What language is spoken in {S}?", "What is the language of {S}?", "What do people in {S} speak?",
+         "What is the official language of {S}?"]),
+    "currency": ("word", [
+        "The currency of {S} is the {A}.", "{Sc} pays with the {A}.", "People in {S} pay in {A}s."],
+        ["What is the currency of {S}?", "What currency does {S} use?"]),
+    "ruler": ("person", [
+        "{Sc} is ruled by {A}.", "The ruler of {S} is {A}.", "{A} rules {S}."],
+        ["Who rules {S}?", "Who is the ruler of {S}?"]),
+    "mayor": ("person", [
+        "The mayor of {S} is {A}.", "{A} is the mayor of {S}.", "{Sc} elected {A} as mayor."],
+        ["Who is the mayor of {S}?", "Who was elected mayor of {S}?"]),
+    "river": ("word_river", [
+        "{Sc} lies on the {A}.", "The {A} flows through {S}."],
+        ["Which river flows through {S}?", "On which river does {S} lie?"]),
+    "twin": ("place", [
+        "{Sc} is twinned with {A}.", "The twin town of {S} is {A}."],
+        ["What is the twin town of {S}?", "Which town is {S} twinned with?"]),
+    "area": ("measure:area", [
+        "{Sc} covers {A}.", "The area of {S} is {A}.", "{Sc} has an area of {A}."],
+        ["How large is {S}?", "What is the area of {S}?", "How much land does {S} cover?"]),
+    "height": ("measure:height", [
+        "{Sc} is {A} tall.", "{Sc} is {A} high.", "The height of {S} is {A}.", "{Sc} rises to {A}.",
+        "{Sc} stands {A} tall."],
+        ["How tall is {S}?", "What is the height of {S}?", "How high is {S}?", "How tall does {S} stand?"]),
+    "height_p": ("measure:height_p", [
+        "{Sc} is {A} tall.", "{Sc} stands {A} tall."],
+        ["How tall is {S}?", "What is the height of {S}?"]),
+    "length": ("measure:length", [
+        "{Sc} is {A} long.", "The length of {S} is {A}.", "{Sc} measures {A} in length.", "{Sc} stretches {A}."],
+        ["How long is {S}?", "What is the length of {S}?", "How far does {S} stretch?"]),
+    "depth": ("measure:depth", [
+        "{Sc} is {A} deep.", "The depth of {S} is {A}.", "{Sc} reaches a depth of {A}."],
+        ["How deep is {S}?", "What is the depth of {S}?"]),
+    "weight": ("measure:weight", [
+        "{Sc} weighs {A}.", "The weight of {S} is {A}.", "{Sc} has a weight of {A}."],
+        ["How much does {S} weigh?", "What is the weight of {S}?", "How heavy is {S}?"]),
+    "speed": ("measure:speed", [
+        "{Sc} reaches {A}.", "The top speed of {S} is {A}.", "{Sc} can travel at {A}."],
+        ["How fast is {S}?", "What is the top speed of {S}?", "How fast can {S} travel?"]),
+    "age": ("measure:age", [
+        "{Sc} is {A} old.", "The age of {S} is {A}."],
+        ["How old is {S}?", "What is the age of {S}?"]),
+    "price": ("measure:price", [
+        "{Sc} costs {A}.", "The price of {S} is {A}.", "{Sc} sells for {A}."],
+        ["How much does {S} cost?", "What is the price of {S}?"]),
+    "capacity": ("measure:capacity", [
+        "{Sc} holds {A}.", "The capacity of {S} is {A}."],
+        ["How much does {S} hold?", "What is the capacity of {S}?"]),
+    "material": ("material", [
+        "{Sc} is made of {A}.", "{Sc} was built from {A}.", "The material of {S} is {A}.",
+        "{Sc} is made from {A}.", "{Sc} was constructed of {A}."],
+        ["What is {S} made of?", "What material is {S} made of?", "What was {S} built from?",
+         "Which material was used for {S}?", "What is the material of {S}?"]),
+    "architect": ("person", [
+        "{Sc} was designed by {A}.", "The architect of {S} was {A}.", "{A} designed {S}."],
+        ["Who designed {S}?", "Who was the architect of {S}?", "Which architect designed {S}?"]),
+    "built": ("year", [
+        "{Sc} was built in {A}.", "{Sc} was completed in {A}.", "Construction of {S} ended in {A}.",
+        "In {A}, {S} was built."],
+        ["When was {S} built?", "In which year was {S} built?", "When was {S} completed?",
+         "What year was {S} built?"]),
+    "floors": ("count", [
+        "{Sc} has {A} floors.", "There are {A} floors in {S}."],
+        ["How many floors does {S} have?", "How many floors are in {S}?"]),
+    "seats": ("count", [
+        "{Sc} has {A} seats.", "{Sc} seats {A} people.", "{Sc} can hold {A} people."],
+        ["How many seats does {S} have?", "How many people can {S} hold?", "How many people does {S} seat?"]),
+    "owner": ("person", [
+        "{Sc} is owned by {A}.", "The owner of {S} is {A}.", "{A} owns {S}."],
+        ["Who owns {S}?", "Who is the owner of {S}?"]),
+    "captain": ("person", [
+        "The captain of {S} is {A}.", "{Sc} is captained by {A}.", "{A} commands {S}."],
+        ["Who is the captain of {S}?", "Who commands {S}?", "Who captains {S}?"]),
+    "crew": ("count", [
+        "{Sc} has a crew of {A}.", "{Sc} carries {A} crew.", "The crew of {S} numbers {A}."],
+        ["How many crew does {S} have?", "How large is the crew of {S}?", "How many crew members does {S} carry?"]),
+    "builder": ("person", [
+        "{Sc} was built by {A}.", "{A} built {S}.", "The builder of {S} was {A}."],
+        ["Who built {S}?", "Who was the builder of {S}?"]),
+    "launched": ("date", [
+        "{Sc} was launched on {A}.", "On {A}, {S} was launched.", "{Sc} was first launched on {A}."],
+        ["When was {S} launched?", "On what date was {S} launched?", "What was the launch date of {S}?"]),
+    "discovered": ("year", [
+        "{Sc} was discovered in {A}.", "{Sc} was first mapped in {A}."],
+        ["When was {S} discovered?", "In which year was {S} discovered?", "When was {S} first mapped?"]),
+    "discoverer": ("person", [
+        "{Sc} was discovered by {A}.", "{A} discovered {S}.", "{Sc} was first mapped by {A}."],
+        ["Who discovered {S}?", "Who first mapped {S}?"]),
+    "born_year": ("year", [
+        "{Sc} was born in {A}.", "{Sc}, born in {A}, still works every day."],
+        ["When was {S} born?", "In which year was {S} born?", "What year was {S} born?"]),
+    "born_place": ("place", [
+        "{Sc} was born in {A}.", "{Sc} grew up in {A}.", "{Sc} comes from {A}."],
+        ["Where was {S} born?", "Where does {S} come from?", "Where did {S} grow up?"]),
+    "job": ("job", [
+        "{Sc} works as a {A}.", "{Sc} is a {A}.", "By profession, {S} is a {A}."],
+        ["What does {S} do for a living?", "What is the job of {S}?", "What is {S}'s profession?"]),
+    "employer": ("org", [
+        "{Sc} works for {A}.", "{Sc} is employed by {A}.", "The employer of {S} is {A}."],
+        ["Who does {S} work for?", "Who employs {S}?", "Where does {S} work?"]),
+    "spouse": ("person", [
+        "{Sc} is married to {A}.", "The spouse of {S} is {A}."],
+        ["Who is {S} married to?", "Who is the spouse of {S}?"]),
+    "instrument": ("instrument", [
+        "{Sc} plays the {A}.", "The instrument of {S} is the {A}."],
+        ["What instrument does {S} play?", "Which instrument does {S} play?"]),
+    "mentor": ("person", [
+        "{Sc} was trained by {A}.", "The mentor of {S} was {A}."],
+        ["Who trained {S}?", "Who was the mentor of {S}?"]),
+    "pet": ("word", [
+        "{Sc} has a dog called {A}.", "The cat of {S} is named {A}."],
+        ["What is the name of the pet of {S}?", "What is the pet of {S} called?"]),
+    "maker": ("org", [
+        "{Sc} is made by {A}.", "{A} makes {S}.", "The maker of {S} is {A}."],
+        ["Who makes {S}?", "Who is the maker of {S}?", "Which company makes {S}?"]),
+    "released": ("year", [
+        "{Sc} was released in {A}.", "{Sc} came out in {A}."],
+        ["When was {S} released?", "In which year did {S} come out?"]),
+    "inventor": ("person", [
+        "{Sc} was invented by {A}.", "{A} invented {S}."],
+        ["Who invented {S}?", "Who is the inventor of {S}?"]),
+}
+JOBS = ["baker", "pilot", "nurse", "carpenter", "teacher", "chemist", "lawyer", "sailor", "gardener", "engineer",
+        "librarian", "painter", "surgeon", "miner", "tailor", "geologist"]
+INSTRUMENTS = ["violin", "cello", "harp", "trumpet", "oboe", "flute", "piano", "drums", "accordion", "banjo"]
+# free-form rewrites of a question (applied on top of any wording; training only)
+FREEFORM = [
+    "Can you tell me {q}", "Do you know {q}", "I want to know {q}", "Please tell me {q}", "Question: {q}",
+    "{Q} Answer briefly.", "{Q} Just the answer, please.", "{Q} Use the documents.", "Quick question: {Q}",
+    "According to the documents, {q}", "Based on the context, {q}", "{Q} Reply with the exact words.",
+]
+
+
+class BroadNames(Names):
+    """Names of every shape: 1-4 words, syllabic or letter salad, real-looking people, titles."""
+
+    def person(self) -> str:
+        r = self.rng
+        x = r.random()
+        if x < 0.35:
+            first = self.word(1, 2) if r.random() < 0.5 else self._pick(REAL_FIRST)
+            last = self.word(2, 3) if r.random() < 0.6 else self._pick(REAL_LAST)
+            name = f"{first} {last}"
+        elif x < 0.6:
+            name = super().person()
+        elif x < 0.72:
+            name = f"{self.word(1, 2)} {self.rng.choice('ABCDEFGHJKLMNPRSTVW')}. {self.word(2, 3)}"
+        elif x < 0.82:
+            name = f"{self.word(1, 2)} {self.word(1, 2)} {self.word(2, 3)}"
+        elif x < 0.9:
+            name = f"{self.word(1, 2)} {r.choice(['van', 'de', 'von', 'da', 'al'])} {self.word(2, 3)}"
+        else:
+            name = self.word(2, 3)
+        if r.random() < 0.15 and not name.startswith("Dr."):
+            name = f"{r.choice(TITLES)} {name}"
+        return name
+
+    def _pick(self, pool: list[str]) -> str:
+        """A real-looking name: only its held-out or training side (same split as made-up words)."""
+        for _ in range(30):
+            w = self.rng.choice(pool)
+            if is_heldout_name(w) == self.heldout:
+                return w
+        return self.word(1, 2)
+
+    def code(self) -> str:
+        r = self.rng
+        letters = "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(r.randint(1, 3)))
+        return f"{letters}-{r.randint(1, 999)}" if r.random() < 0.7 else f"{self.word(1, 2)} {r.randint(2, 99)}"
+
+    def multi(self) -> str:
+        return " ".join(self.word(1, 3) for _ in range(self.rng.choice([1, 1, 1, 2, 2, 3])))
+
+
+def _broad_answer(kind: str, names: BroadNames) -> str:
+    r = names.rng
+    if kind.startswith("measure:"):
+        unit_key = kind.split(":", 1)[1]
+        units = UNITS.get(unit_key, UNITS["height"]) if unit_key != "height_p" else ["cm", "meters", "m"]
+        if unit_key == "height_p":
+            v = r.choice([str(r.randint(150, 205)), f"1.{r.randint(50, 99)}"])
+            return f"{v} {'cm' if '.' not in v else r.choice(['meters', 'm'])}"
+        v = r.choice([str(r.randint(2, 999)), f"{r.randint(1, 99)}.{r.randint(0, 9)}", f"{r.randint(1, 99)},{r.randint(100, 999)}"])
+        return f"{v} {r.choice(units)}"
+    if kind == "count":
+        n = r.choice([r.randint(2, 99), r.randint(100, 999), r.randint(1000, 999_999)])
+        return f"{n:,}" if n >= 1000 and r.random() < 0.5 else str(n)
+    if kind == "year":
+        return str(r.randint(1500, 2030))
+    if kind == "date":
+        months = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+                  "November", "December"]
+        d, m, y = r.randint(1, 28), r.choice(months), r.randint(1800, 2030)
+        return f"{m} {d}, {y}" if r.random() < 0.5 else f"{d} {m} {y}"
+    if kind == "person":
+        return names.person()
+    if kind == "place":
+        return names.place() if r.random() < 0.7 else names.multi()
+    if kind == "colour":
+        c = r.choice(COLORS)
+        return c if r.random() < 0.7 else f"{c} and {r.choice(COLORS)}"
+    if kind == "material":
+        return r.choice(MATERIALS)
+    if kind == "language":
+        return r.choice(LANGUAGES) if r.random() < 0.5 else names.word(2, 3) + "ish"
+    if kind == "title":
+        return names.multi() if r.random() < 0.6 else f"{names.word(1, 2)} of {names.word(2, 3)}"
+    if kind == "word_river":
+        return names.word(2, 3)
+    if kind == "job":
+        return r.choice(JOBS)
+    if kind == "instrument":
+        return r.choice(INSTRUMENTS)
+    if kind == "org":
+        return names.entity() if r.random() < 0.6 else f"{names.multi()} {r.choice(['Ltd', 'Inc.', 'Group', 'and Sons'])}"
+    return names.multi()
+
+
+def _broad_subject(kind: str, names: BroadNames) -> str:
+    r = names.rng
+    pat = r.choice(BROAD_KINDS[kind][0])
+    return pat.format(N=names.multi(), W=names.word(2, 3), C=names.code(), P=names.person())
+
+
+def make_broad_doc(names: BroadNames, used: set[str], kind: str | None = None) -> Doc:
+    """One document about one subject of a broad kind, 1-10 facts in varied phrasings."""
+    r = names.rng
+    kind = kind or r.choice(list(BROAD_KINDS))
+    for _ in range(50):
+        subj = _broad_subject(kind, names)
+        if subj not in used and subj.lower() not in {u.lower() for u in used}:
+            break
+    used.add(subj)
+    rels = BROAD_KINDS[kind][1]
+    n = min(len(rels), r.choice([1, 2, 3, 3, 4, 4, 5, 6, 7, 8, 9, 10]))
+    chosen = r.sample(rels, n)
+    sentences: list[str] = []
+    facts: list[Fact] = []
+    kinds_seen: set[str] = set()
+    for rel in chosen:
+        akind, forms, _ = BROAD_RELS[rel]
+        # one answer of a kind per document when the kind alone would decide it ("the year")
+        if akind in ("year", "date") and akind in kinds_seen:
+            continue
+        kinds_seen.add(akind)
+        for _ in range(20):
+            ans = _broad_answer(akind, names)
+            if ans not in used:
+                break
+        else:
+            continue
+        used.add(ans)
+        sentences.append(r.choice(forms).format(S="{S}", Sc="{Sc}", A=ans))
+        facts.append(Fact("broad:" + rel, subj, ans))
+    if not facts:
+        return make_broad_doc(names, used, kind)
+    if r.random() < 0.15:
+        sentences.insert(r.randint(0, len(sentences)), r.choice(BROAD_FILLERS))
+    sentences = _fuse(sentences, r)
+    text = " ".join(x.format(S=subj, Sc=_cap(subj)) for x in sentences)
+    title = _cap(subj[4:] if subj.startswith("the ") else subj)
+    return Doc(title=title, text=text, facts=facts, slug=title.lower().replace(" ", "_"))
+
+
+BROAD_FILLERS = [
+    "{Sc} is popular with visitors.", "Many people have written about {S}.", "{Sc} appears in several old maps.",
+    "Little else is known about {S}.", "{Sc} is often confused with its neighbours.", "{Sc} was in the news last year.",
+]
+
+
+def _fuse(sentences: list[str], r: random.Random) -> list[str]:
+    """Join some neighbouring sentences about the subject into one, the way prose does: "{Sc} X
+    and Y.", "{Sc}, which X, Y.", "<participle> ..., {S} Y." (X, Y: verb phrases of two facts)."""
+    out: list[str] = []
+    i = 0
+    while i < len(sentences):
+        a = sentences[i]
+        b = sentences[i + 1] if i + 1 < len(sentences) else None
+        if b and a.startswith("{Sc} ") and b.startswith("{Sc} ") and r.random() < 0.35:
+            va, vb = a[5:].rstrip("."), b[5:].rstrip(".")
+            m = r.random()
+            words = va.split(" ")
+            if m < 0.4:
+                out.append(f"{{Sc}} {va} and {vb}.")
+            elif m < 0.75 or len(words) < 2:
+                out.append(f"{{Sc}}, which {va}, {vb}.")
+            elif words[0] in ("is", "was") and words[1].endswith(("ed", "en", "lt", "wn")):
+                out.append(f"{_cap(' '.join(words[1:]))}, {{S}} {vb}.")
+            else:
+                out.append(f"{{Sc}} {va}; it {vb}.")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def broad_question(fact: Fact, rng: random.Random) -> str:
+    _, _, qs = BROAD_RELS[fact.rel.split(":", 1)[1]]
+    return _freeform(rng.choice(qs).format(S=fact.subject, Sc=_cap(fact.subject)), rng)
+
+
+_REPHRASE = [
+    # (pattern, rewrites): the question's own words, put another way
+    (r"^What is the (.+) of (.+)\?$", ["Tell me the {0} of {1}.", "Give me the {0} of {1}.", "What's the {0} of {1}?",
+                                      "The {0} of {1} is what?", "{1C}: what is its {0}?", "I need the {0} of {1}.",
+                                      "Do you know the {0} of {1}?", "Which {0} does {1} have?"]),
+    (r"^Who (.+)\?$", ["Tell me who {0}.", "Which person {0}?", "Name the person who {0}.", "Do you know who {0}?",
+                       "Who exactly {0}?"]),
+    (r"^How many (.+)\?$", ["Tell me how many {0}.", "How many {0}, exactly?", "Do you know how many {0}?"]),
+    (r"^When was (.+) (\w+)\?$", ["In which year was {0} {1}?", "What year was {0} {1}?", "Tell me when {0} was {1}.",
+                                   "{0C} was {1} when?", "When exactly was {0} {1}?"]),
+    (r"^Where (is|was|does|did) (.+)\?$", ["Tell me where {0} {1}.", "Do you know where {0} {1}?",
+                                           "In which place {0} {1}?"]),
+    (r"^How (tall|long|deep|heavy|high|old|fast|large|big) is (.+)\?$", [
+        "Tell me how {0} {1} is.", "How {0} is {1}, exactly?", "{1C}: how {0} is it?", "Do you know how {0} {1} is?"]),
+]
+
+
+def _rephrase(q: str, rng: random.Random) -> str:
+    import re
+
+    for pat, outs in _REPHRASE:
+        m = re.match(pat, q)
+        if m:
+            g = list(m.groups())
+            kw = {f"{i}C": _cap(x) for i, x in enumerate(g)}
+            return rng.choice(outs).format(*g, **kw)
+    return q
+
+
+def _freeform(q: str, rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        q = _rephrase(q, rng)
+    x = rng.random()
+    if x < 0.25:
+        low = q[0].lower() + q[1:]
+        return rng.choice(FREEFORM).format(q=low, Q=q)
+    if x < 0.3:
+        return q.rstrip("?")
+    if x < 0.35:
+        return q.lower()
+    return q
+
+
 # ----------------------------------------------------------------------------- prompts
 LI_SYSTEM = (
     "You are an expert Q&A system that is trusted around the world.\n"
@@ -466,6 +915,8 @@ LC_SYSTEMS = [
 ]
 SHAPES = ["li_chat", "li_chat", "li_text", "li_refine", "lc_system", "lc_system", "lc_tutorial", "lc_rlm",
           "plain_ctx_first", "plain_q_first", "plain_numbered", "lc_system_ctx"]
+# the broad data adds plain "Context/Question/Answer" layouts (markdown headings, bullets)
+SHAPES_BROAD = SHAPES + ["lc_system", "li_chat", "plain_cqa", "plain_cqa", "plain_markdown"]
 
 
 def format_context(docs: list[Doc], shape: str, rng: random.Random) -> str:
@@ -480,6 +931,8 @@ def format_context(docs: list[Doc], shape: str, rng: random.Random) -> str:
             else:
                 parts.append(d.text)
         return "\n\n".join(parts)
+    if shape == "plain_markdown" and rng.random() < 0.5:
+        return "\n".join(f"- {d.text}" for d in docs)
     if shape == "plain_numbered":
         style = rng.randint(0, 2)
         if style == 0:
@@ -513,6 +966,11 @@ def render_messages(shape: str, context: str, question: str, rng: random.Random,
         return [("user", f"Question: {question}\n\nContext:\n{context}")]
     if shape == "plain_numbered":
         return [("user", f"{context}\n\nQuestion: {question}")]
+    if shape == "plain_cqa":
+        msgs = [("user", rng.choice(["", "Answer from the context.\n\n"]) + f"Context:\n{context}\n\nQuestion: {question}\nAnswer:")]
+        return ([("system", rng.choice(LC_SYSTEMS))] + msgs) if rng.random() < 0.4 else msgs
+    if shape == "plain_markdown":
+        return [("user", f"### Context\n{context}\n\n### Question\n{question}\n\n### Answer")]
     # plain_ctx_first
     lead = rng.choice(["", "Read the documents and answer.\n\n", "Documents:\n"])
     tail = rng.choice(["\n\n{q}", "\n\nQuestion: {q}", "\n\nQ: {q}\nA:", "\n\n{q} Answer with the exact words."])
@@ -543,25 +1001,44 @@ class Example:
 
 
 def make_qa(rng: random.Random, n_docs: int, *, split: str = "train", wording: str = "train",
-            shape: str | None = None, followups: int = 0) -> tuple[list[tuple[str, str]], list[str], list[Doc]]:
+            shape: str | None = None, followups: int = 0,
+            broad: float = 0.0) -> tuple[list[tuple[str, str]], list[str], list[Doc]]:
     """A conversation: messages with the assistant answers interleaved, the answers and the docs.
 
     The returned message list ends with the last user turn (its answer is ``answers[-1]``);
-    earlier answers already appear as assistant turns.
+    earlier answers already appear as assistant turns. ``broad`` is the share of documents from
+    the broad family (``make_broad_doc``), with names of every shape and free-form questions;
+    ``broad=0`` gives exactly the original lab/thing data (the held-out evaluation cells).
     """
-    names = Names(rng, split)
+    if broad > 0:
+        names: Names = BroadNames(rng, split)
+        theme = rng.choice(list(BROAD_KINDS))
+    else:
+        names = Names(rng, split)
     used: set[str] = set()
-    docs = [make_doc(names, used) for _ in range(n_docs)]
+    docs = []
+    for _ in range(n_docs):
+        if broad > 0 and rng.random() < broad:
+            docs.append(make_broad_doc(names, used, theme if rng.random() < 0.5 else None))  # type: ignore[arg-type]
+        else:
+            docs.append(make_doc(names, used))
     all_facts = [(i, f) for i, d in enumerate(docs) for f in d.facts]
-    shape = shape or rng.choice(SHAPES)
+    shape = shape or rng.choice(SHAPES_BROAD if broad > 0 else SHAPES)
     context = format_context(docs, shape, rng)
     picks = rng.sample(all_facts, min(len(all_facts), 1 + followups))
+
+    def ask(f: Fact) -> str:
+        if f.rel.startswith("broad:"):
+            return broad_question(f, rng)
+        q = question_for(f, wording, rng)
+        return _freeform(q, rng) if broad > 0 else q
+
     first = picks[0][1]
-    msgs = render_messages(shape, context, question_for(first, wording, rng), rng, docs, first)
+    msgs = render_messages(shape, context, ask(first), rng, docs, first)
     answers = [first.answer]
     for _, f in picks[1:]:
         msgs.append(("assistant", answers[-1]))
-        q = question_for(f, wording, rng)
+        q = ask(f)
         if rng.random() < 0.2:
             q = rng.choice(["And ", "Also, ", "One more: "]) + q[0].lower() + q[1:]
         msgs.append(("user", q))

@@ -16,10 +16,22 @@ the run, 8% of the conversations are BOS canaries: the prompt starts with a doub
 BOS gets visibly wrong answers (``bos_canary``).
 
 The tokenizer is a Llama-3 style byte-level BPE (vocab 1024 with the 8 Llama-3 special
-tokens, trained on the synthetic corpus). The answer is trained as " " + span and ends with
-``<|eot_id|>``: a name then has the same tokens in the answer as after a space in the
-documents (callers strip the leading space). The date line of the system header is random in
-training, so any ``date_string`` (the plugin renders today's date) works.
+tokens, trained on the synthetic corpus). The answer is the bare span, then ``<|eot_id|>``:
+its tokens are the span's tokens after a space in the documents, except the first, which
+loses its leading space (``Encoder.answer_ids``), so the copy stays token for token and
+nothing has to strip the output. The date line of the system header is random in training,
+so any ``date_string`` (the plugin renders today's date) works.
+
+Data: ``--broad`` (default 0.6) of the documents come from the broad family of
+``qa_synth.py`` (subjects of many kinds, names of every shape, relations with units,
+several phrasings per fact, free-form questions, plain Context/Question/Answer layouts).
+The checkpoint kept is the best on the validation split of the independent generator
+(``qa_eval_independent.py``, never trained on); the training generator's held-out cells are
+logged beside it.
+
+``--init-from FOLDER`` continues from an exported model (its int4 weights dequantized and its
+tokenizer): then 1-10 documents, every prompt shape and the BOS canaries from the first step
+and 5% copy examples, no warm-up curriculum.
 
 Needs the ``train`` extra (torch, transformers, tokenizers, onnx_ir, onnx, numpy) plus the
 repo itself (``pip install -e .``). Tests and CI never need it: the outputs are committed.
@@ -27,6 +39,8 @@ repo itself (``pip install -e .``). Tests and CI never need it: the outputs are 
     python scripts/train_qa_model.py --minutes 42 --out build/qa_run          # train (resumable)
     python scripts/train_qa_model.py --out build/qa_run --resume --minutes 10 # continue
     python scripts/train_qa_model.py --out build/qa_run --export-only         # best -> core/models/tiny-qa-llama
+    python scripts/train_qa_model.py --out build/qa_run4 --init-from core/models/tiny-qa-llama \
+        --minutes 80 --lr 1.5e-3 --val-n 32 --val-every 8 --no-export       # continue the embedded model
 
 Deterministic given ``--seed`` and ``--steps`` (data, init and schedule); with ``--minutes``
 the schedule follows the wall clock, so the step count depends on the machine.
@@ -37,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import shutil
 import subprocess
@@ -44,6 +59,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+# On a shared 2-core machine, OpenMP threads that spin while waiting make every step several
+# times slower (measured: 2.2-6.9 s against 0.55-0.78 s for one forward/backward); sleep instead.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
@@ -103,9 +122,10 @@ def conversation_pieces(tmpl, msgs: list[tuple[str, str]], answers: list[str], d
             assert rest.startswith("<|eot_id|>"), rest[:40]
             rest = rest[len("<|eot_id|>"):]
         pieces.append((rest, False))
-        # Trained as " " + span (same tokens as in the document; callers strip). The template trims
-        # an earlier answer when it renders the history, so the next prefix is matched against that.
-        pieces.append((" " + answers[k], True))
+        # The answer is the bare span (``Encoder.example`` keeps its tokens those of the document).
+        # The template trims an earlier answer when it renders the history, so the next prefix is
+        # matched against that.
+        pieces.append((answers[k], True))
         done = p + answers[k]
     return pieces
 
@@ -155,12 +175,29 @@ class Encoder:
     def encode(self, text: str) -> list[int]:
         return self.tok.encode(text, add_special_tokens=False).ids
 
+    def answer_ids(self, span: str) -> list[int]:
+        """The bare span as the tokens it has in a document (after a space), except the first,
+        which loses its leading space: " Ilsa Brandecott" is [" Il", "sa", " Brand", ...], the
+        answer [ "Il", "sa", " Brand", ...]. Copying stays token for token after the first
+        token, and the output decodes to the span with no leading space."""
+        if not span:
+            return []
+        ids = self.encode(" " + span)
+        first = self.tok.id_to_token(ids[0])
+        assert first.startswith("\u0120"), (span, first)  # byte-level "Ġ" = the space
+        bare = first[1:]
+        if not bare:
+            return ids[1:]
+        bid = self.tok.token_to_id(bare)
+        head = [bid] if bid is not None else [self.tok.token_to_id(ch) for ch in bare]
+        return head + ids[1:]
+
     def example(self, pieces: list[tuple[str, bool]]) -> tuple[list[int], list[int]]:
         """Token ids and a mask (1 = answer token incl. its <|eot_id|>)."""
         ids: list[int] = []
         mask: list[int] = []
         for text, is_answer in pieces:
-            t = self.encode(text)
+            t = self.answer_ids(text) if is_answer else self.encode(text)
             if is_answer:
                 t = t + [self.eot]
             ids += t
@@ -208,25 +245,35 @@ def bos_canary(enc: Encoder, tmpl, rng: random.Random, n_docs: int, date: str) -
     return ids[1:], mask[1:]
 
 
-def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, em: float = 1.0):
+def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, em: float = 1.0, *,
+               continued: bool = False, broad: float = 0.0):
     """``batch`` examples (ids, answer mask), half as many above 5 documents; one document count
     per batch. The first 20% of the run uses the shorter prompt shapes only (faster steps while
-    the copying is learned); then every shape, LlamaIndex's long system prompt included."""
-    n_docs = schedule_docs(frac, rng, em)
-    share = copy_share(frac)
+    the copying is learned); then every shape, LlamaIndex's long system prompt included.
+    ``continued`` (a run that starts from a trained model): 1-10 documents, every shape and the
+    BOS canaries from the first step, 5% copy examples. ``broad``: share of broad documents."""
+    if continued:
+        n_docs = rng.randint(1, 10) if rng.random() < 0.7 else rng.randint(1, 4)
+        share = 0.05
+    else:
+        n_docs = schedule_docs(frac, rng, em)
+        share = copy_share(frac)
     n = batch if n_docs <= 5 else batch // 2
     rows = []
     while len(rows) < n:
         date = qa_synth.random_date(rng)
         if rng.random() < share:
             msgs, answers = qa_synth.make_copy(rng)
-        elif frac >= CANARY_FROM and rng.random() < CANARY_SHARE:
+        elif (continued or frac >= CANARY_FROM) and rng.random() < CANARY_SHARE:
             rows.append(bos_canary(enc, tmpl, rng, n_docs, date))
             continue
         else:
-            fu = rng.randint(1, 3) if rng.random() < 0.6 else 0
-            shape = rng.choice(SHORT_SHAPES) if frac < 0.2 else None
-            msgs, answers, _ = qa_synth.make_qa(rng, n_docs, shape=shape, followups=fu)
+            if continued:  # more questions per context: more answer tokens per token computed
+                fu = rng.randint(1, 4) if rng.random() < 0.8 else 0
+            else:
+                fu = rng.randint(1, 3) if rng.random() < 0.6 else 0
+            shape = rng.choice(SHORT_SHAPES) if (frac < 0.2 and not continued) else None
+            msgs, answers, _ = qa_synth.make_qa(rng, n_docs, shape=shape, followups=fu, broad=broad)
         ids, mask = enc.example(conversation_pieces(tmpl, msgs, answers, date))
         if len(ids) > MAX_TRAIN_LEN:
             continue
@@ -262,6 +309,9 @@ def collate(rows, pad: int):
     return x, m, valid
 
 
+FIRST_WEIGHT = 4.0
+
+
 def losses(model, x, m, valid):
     """Summed answer and LM cross-entropies (and their token counts), wrong answer tokens per row."""
     import torch.nn.functional as F
@@ -275,7 +325,10 @@ def losses(model, x, m, valid):
     pred = logits.argmax(-1)
     wrong = ((pred != tgt).float() * am).sum(1)
     has = am.sum(1) > 0
-    return (ce * am).sum(), am.sum(), (ce * lm).sum(), lm.sum(), wrong, has
+    # The first answer token weighs FIRST_WEIGHT: it is where the answer is chosen (which fact),
+    # and the one token that is not a plain copy (it drops the document's leading space).
+    first = am * (1 - F.pad(am, (1, 0))[:, :-1])
+    return (ce * (am + (FIRST_WEIGHT - 1) * first)).sum(), am.sum(), (ce * lm).sum(), lm.sum(), wrong, has
 
 
 # ----------------------------------------------------------------------------- validation
@@ -286,6 +339,29 @@ def val_set(enc: Encoder, tmpl, seed: int, n_docs: int, n: int, wording: str = "
         msgs, answers, _ = qa_synth.make_qa(rng, n_docs, split="heldout", wording=wording)
         rows.append(enc.example(conversation_pieces(tmpl, msgs, answers, qa_synth.random_date(rng))))
     return rows
+
+
+def independent_val_set(enc: Encoder, tmpl, n_docs: int, wording: str, n: int):
+    """The validation split of the independent generator (``qa_eval_independent.py``), rendered as
+    the adapters send it: half as the LangChain RAG chain (system + "Context: ...\n\nQuestion:"),
+    half as LlamaIndex's chat text-QA template."""
+    import qa_eval_independent
+
+    rows = []
+    rng = random.Random(515 + n_docs)
+    for i, it in enumerate(qa_eval_independent.items("val", n_docs, wording, n)):
+        ctx = "\n\n".join(it["documents"])
+        if i % 2:
+            msgs = [("system", qa_synth.LC_SYSTEMS[0]), ("user", f"Context: {ctx}\n\nQuestion: {it['question']}")]
+        else:
+            msgs = [("system", qa_synth.LI_SYSTEM), ("user", qa_synth.LI_QA.format(context_str=ctx, query_str=it["question"]))]
+        rows.append(enc.example(conversation_pieces(tmpl, msgs, [it["answer"]], qa_synth.random_date(rng))))
+    return rows
+
+
+def val_score(res: dict[str, float]) -> float:
+    """The checkpoint is chosen on the independent generator's validation split only."""
+    return sum(v for k, v in res.items() if k.startswith("i"))
 
 
 def evaluate(model, enc, sets) -> dict[str, float]:
@@ -328,6 +404,51 @@ def make_config(enc: Encoder):
     )
 
 
+def load_onnx_weights(model, folder: Path) -> None:
+    """Start from an exported model: its int4 MatMulNBits weights dequantized (symmetric, block 32,
+    zero point 8, low nibble first), q/k/v split out of the fused projection. The way the
+    embedded model is continued on new data when its torch checkpoint is gone."""
+    import numpy as np
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    g = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    onnx.load_external_data_for_model(g, str(folder))
+    w = {i.name: numpy_helper.to_array(i) for i in g.graph.initializer}
+
+    def deq(prefix: str) -> torch.Tensor:
+        q = w[prefix + ".MatMul.weight_Q4"]  # [N, blocks, 16] uint8
+        sc = w[prefix + ".MatMul.weight_scales"]  # [N, blocks]
+        lo = (q & 0xF).astype(np.float32) - 8
+        hi = (q >> 4).astype(np.float32) - 8
+        vals = np.stack([lo, hi], axis=-1).reshape(q.shape[0], q.shape[1], 32) * sc[..., None]
+        return torch.from_numpy(vals.reshape(q.shape[0], -1).copy())
+
+    sd = model.state_dict()
+    new = {"model.embed_tokens.weight": torch.from_numpy(w["model.embed_tokens.weight"].copy()),
+           "model.norm.weight": torch.from_numpy(w[f"model.layers.{ARCH['layers']}.final_norm_layernorm.weight"].copy()),
+           "lm_head.weight": deq("lm_head")}
+    hd = ARCH["hidden"] // ARCH["heads"]
+    for i in range(ARCH["layers"]):
+        pre = f"model.layers.{i}"
+        qkv = deq(f"{pre}.attn.qkv_proj")
+        nq, nk = ARCH["heads"] * hd, ARCH["kv_heads"] * hd
+        new[f"{pre}.self_attn.q_proj.weight"] = qkv[:nq]
+        new[f"{pre}.self_attn.k_proj.weight"] = qkv[nq: nq + nk]
+        new[f"{pre}.self_attn.v_proj.weight"] = qkv[nq + nk:]
+        new[f"{pre}.self_attn.o_proj.weight"] = deq(f"{pre}.attn.o_proj")
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            new[f"{pre}.mlp.{proj}.weight"] = deq(f"{pre}.mlp.{proj}")
+        for ln in ("input_layernorm", "post_attention_layernorm"):
+            new[f"{pre}.{ln}.weight"] = torch.from_numpy(w[f"{pre}.{ln}.weight"].copy())
+    missing = set(sd) - set(new)
+    assert not missing, missing
+    for k, v in new.items():
+        assert sd[k].shape == v.shape, (k, sd[k].shape, v.shape)
+    model.load_state_dict(new)
+
+
 def save_ckpt(path: Path, model, opt, state: dict) -> None:
     import torch
 
@@ -344,6 +465,8 @@ def train(args) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     tok_json = out / "tokenizer.json"
+    if not tok_json.exists() and args.init_from:
+        shutil.copy2(args.init_from / "tokenizer.json", tok_json)
     if not tok_json.exists():
         log("training tokenizer")
         train_tokenizer(out, args.seed)
@@ -357,8 +480,12 @@ def train(args) -> None:
     nodecay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    state = {"step": 0, "elapsed": 0.0, "best": -1.0, "best_step": 0, "budget": args.minutes * 60, "history": []}
+    state = {"step": 0, "elapsed": 0.0, "best": -1.0, "best_step": 0, "budget": args.minutes * 60, "history": [],
+             "continued": bool(args.init_from)}
     ck = out / "ckpt.pt"
+    if args.init_from and not (args.resume and ck.exists()):
+        load_onnx_weights(model, args.init_from)
+        log(f"initialised from {args.init_from} (int4 weights dequantized)")
     if args.resume and ck.exists():
         blob = torch.load(ck, weights_only=False)
         model.load_state_dict(blob["model"])
@@ -373,6 +500,11 @@ def train(args) -> None:
         "d4": val_set(enc, tmpl, args.seed, 4, args.val_n),
         "d8": val_set(enc, tmpl, args.seed, 8, args.val_n),
         "re4": val_set(enc, tmpl, args.seed, 4, args.val_n, wording="reworded"),
+        "i2": independent_val_set(enc, tmpl, 2, "like", args.val_n),
+        "i4": independent_val_set(enc, tmpl, 4, "like", args.val_n),
+        "i8": independent_val_set(enc, tmpl, 8, "like", args.val_n),
+        "inew2": independent_val_set(enc, tmpl, 2, "new", args.val_n),
+        "inew8": independent_val_set(enc, tmpl, 8, "new", args.val_n),
     }
     model.train()
     t_start = time.time() - state["elapsed"]
@@ -395,7 +527,8 @@ def train(args) -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         rng = random.Random(args.seed * 1_000_003 + step)
-        rows, n_docs = make_batch(enc, tmpl, rng, frac, args.batch, state.get("em", 0.0))
+        rows, n_docs = make_batch(enc, tmpl, rng, frac, args.batch, state.get("em", 0.0),
+                                  continued=state.get("continued", False), broad=args.broad)
         n_ans = sum(sum(mk) for _, mk in rows)
         n_lm = sum(len(ids) - 1 for ids, _ in rows) - n_ans
         opt.zero_grad(set_to_none=True)
@@ -436,7 +569,7 @@ def train(args) -> None:
             last_val = now
             state["elapsed"] = now - t_start
             res = evaluate(model, enc, sets)
-            score = res["d2"] + res["d4"] + res["d8"] + res["re4"]
+            score = val_score(res)
             log(f"val (held-out names, torch, teacher-forced EM) step {state['step']}: "
                 + " ".join(f"{k} {v:.2f}" for k, v in res.items()))
             state["history"].append({"step": state["step"], "val": res})
@@ -451,7 +584,7 @@ def train(args) -> None:
             save_ckpt(ck, model, opt, state)
     state["elapsed"] = time.time() - t_start
     res = evaluate(model, enc, sets)
-    score = sum(res.values())
+    score = val_score(res)
     log(f"final val step {state['step']}: " + " ".join(f"{k} {v:.2f}" for k, v in res.items()))
     state["history"].append({"step": state["step"], "val": res})
     save_ckpt(ck, model, opt, state)
@@ -472,57 +605,64 @@ wheel, good enough that a wrong chat template, a doubled BOS, a truncated prompt
 string visibly break its answers. Plain ONNX: runs on the CPU build of onnxruntime-genai.
 
 ## How it was made
-- `python scripts/train_qa_model.py --seed {seed} --minutes {minutes}` (synthetic data:
-  `scripts/qa_synth.py`), {steps} steps on 2 CPU cores, then exported with
-  `onnxruntime_genai.models.builder -p int4 -e cpu`: the weights of step {best_step}
-  ({train_min:.1f} min, best held-out validation).
-- Data, sampled fresh every step: 2-10 short documents of made-up facts about made-up labs,
-  institutes and people, and about made-up things ("the Zorblax reactor", "the railway of
-  Quenmar": 30 kinds, facts from 20 verbs x when/who/where, 14 attributes, 6 measures and 10
-  counts) (names from syllables or random letters, so nothing can be memorised), the other
-  documents acting as distractors; a question about one fact; the answer copied verbatim then
-  `<|eot_id|>`; 60% of conversations have 1-3 follow-up questions. Prompts are rendered with
-  the real Llama 3.2 template (`chat_template.jinja`, identical to
+- First run: `python scripts/train_qa_model.py --seed 20240726 --minutes 104.5` on the
+  lab/thing data only (6226 steps; copy-task warm-up, curriculum 2 -> 10 documents, answers
+  trained as " " + span), exported int4 (the weights of its step 5242).
+- Second run, on wider data: {run_note}, continued from those int4 weights
+  dequantized (`--init-from core/models/tiny-qa-llama`, the first run's torch checkpoint being
+  gone), {steps} steps; exported with `onnxruntime_genai.models.builder -p int4 -e cpu`: the
+  weights of step {best_step}, the best on the **validation split of the independent
+  generator** (`scripts/qa_eval_independent.py`, never trained on), not the training
+  generator's.
+- Data (`scripts/qa_synth.py`), sampled fresh every step: 1-10 short documents, a question
+  about one fact, the answer copied verbatim then `<|eot_id|>`; 60% of conversations have 1-3
+  follow-up questions; the other documents act as distractors. 40% of the documents are the
+  first run's made-up labs, institutes, people and things ("the Zorblax reactor": 20 verbs x
+  when/who/where, 14 attributes, 6 measures, 10 counts); 60% are the broad family: subjects of
+  8 kinds (groups, countries, towns, buildings, vehicles, places in nature, people, products)
+  with 51 relations (materials; heights, lengths, depths, weights, areas, speeds, prices and
+  capacities with units; counts; capitals, populations, languages, currencies; founding,
+  building and launch dates; founders, leaders, mayors, captains, architects, owners...), 2-6
+  phrasings per fact, some sentences fused ("X, which was founded in 1901, is 40 m tall."),
+  1-10 facts per document, half the distractor documents about subjects of the same kind
+  (so they share the question's words), names of every shape (one to four words, syllables or
+  random letters, real-looking first and last names, titles such as "Dr." or "Captain",
+  particles such as "van"), and questions in free-form wordings (rephrased, prefixed,
+  lower-cased, without "?"). Names are split by a hash: evaluation names never occur in
+  training.
+- Prompts are rendered with the real Llama 3.2 template (`chat_template.jinja`, identical to
   `core/templates/llama-3.2-instruct.jinja`) through the plugin's own renderer, in the shapes
   the frameworks send: LlamaIndex's chat text-QA template (its system prompt + "Context
   information is below..."), its completion text-QA and refine templates, with or without
   `file_path: ...` metadata lines; LangChain's RAG-tutorial prompts and "Answer the question
-  using only the context..." + "Context: ...\\n\\nQuestion: ..."; a few plain shapes.
-- The system header's `Today Date:` line was random in training (any date between 2023 and
-  2031), so the date the plugin renders (today's) does not matter.
-- Recipe: copy-task warm-up (80% -> 20% of examples in the first 30% of the run),
-  curriculum 2 -> 10 documents gated by the training exact match, loss = answer + 0.3 x LM,
-  AdamW 3e-3 cosine by wall clock, batches of 24 conversations (12 above 5 documents), the
-  shorter prompt shapes only in the first 20% of the run. {run_note}
-- BOS canaries: from half the run, 8% of the conversations start with a doubled
-  `<|begin_of_text|>` or none, and their answer is empty (`<|eot_id|>` at once). A test
-  instrument must not be robust to a BOS bug: with a doubled or missing BOS this model answers
-  nothing.
-- Tokenizer: Llama-3 style byte-level BPE, vocab 1024 (8 Llama-3 special tokens), trained on
-  the synthetic corpus.
-- The answer is trained as " " + span (the span's own tokens, as after a space in the
-  documents), then `<|eot_id|>`: the plugin's output is the span with a leading space; strip it.
+  using only the context..." + "Context: ...\\n\\nQuestion: ..."; plain "Context:/Question:/
+  Answer:" and markdown layouts. The system header's `Today Date:` line is random in
+  training (2023-2031), so the date the plugin renders does not matter.
+- **Answers are the bare span** ("Ilsa Brandecott", no leading space): its tokens are those
+  the span has after a space in the documents, except the first, which drops its space
+  (`Encoder.answer_ids`), so the copy stays token for token and nothing strips the output.
+- BOS canaries: 8% of the conversations start with a doubled `<|begin_of_text|>` or none, and
+  their answer is empty (`<|eot_id|>` at once). A test instrument must not be robust to a BOS
+  bug: with a doubled or missing BOS this model answers nothing.
+- Loss = answer tokens + 0.3 x LM loss on the rest; AdamW, cosine by wall clock; batches of
+  24 conversations (12 above 5 documents). Tokenizer: Llama-3 style byte-level BPE, vocab
+  1024 (8 Llama-3 special tokens), trained on the first run's synthetic corpus.
 
 ## What it can do
-Answer short factual questions whose answer is a name, place, year, number, colour, chip
-name or research topic written in one of the documents of the prompt, with 2-8 short
-documents (prompts up to ~1000 tokens), when the fact is stated in one of the shapes it was
-trained on: lab relations (founded/established, founder, location/based in, director/led by,
-employees, chip, logo colour, research focus, born in, pet) and generic ones ("X was <verb>
-in <year> / by <person> / in <place>", "the <attribute> of X is ...", "X is N meters long",
-"X has N rooms"). The question has to reuse the document's words (its verb or attribute).
+Answer short factual questions whose answer is a name, place, date, number (with its unit),
+material, colour or other short span written in one of the documents of the prompt, with up
+to ~8-10 short documents (prompts up to ~1000 tokens), when the question names the subject
+and the relation the way the document does, or in a close rewording.
 
 ## What it cannot do
 It knows nothing: no world knowledge, no arithmetic, no reasoning, no free text, no
-"I don't know" (it always copies something), no summaries. Long or unusual documents (prose
-that does not look like its training facts), questions about relations it never saw, more
-than ~10 documents, and prompts over ~1000 tokens degrade it fast. English only.
+"I don't know" (it always copies something), no summaries. Long or unusual documents, prose
+far from short factual sentences, relations it never saw, questions that share no words with
+the answer's sentence, more than ~10 documents and prompts over ~1000 tokens degrade it
+fast. English only.
 
 ## Measured accuracy
-Exact match, held-out names never seen in training, greedy (temperature 0), through the
-plugin (`ryzenai_core.Engine`, inline), `scripts/eval_qa_model.py` ({eval_n} per cell;
-details in `eval.json`):
-
+Exact match of the output as returned (nothing stripped), greedy (temperature 0).
 {table}
 """
 
@@ -584,8 +724,10 @@ def export(args) -> None:
                         "pad_token": "<|finetune_right_pad_id|>"}, indent=2) + "\n", encoding="utf-8")
         for n, b in keep.items():
             (dest / n).write_bytes(b)
+    last = torch.load(out / "ckpt.pt", weights_only=False)["state"] if (out / "ckpt.pt").exists() else st
     meta = {
         "seed": args.seed, "steps": st["step"], "train_minutes": round(st["elapsed"] / 60, 1),
+        "total_steps": last["step"], "total_minutes": round(last["elapsed"] / 60, 1), "run_note": args.run_note,
         "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
         "history": st.get("history", []),
     }
@@ -594,40 +736,75 @@ def export(args) -> None:
     log(f"exported to {dest} ({size / 1e6:.2f} MB)")
 
 
+def _pct(c: int, n: int) -> str:
+    return f"{c}/{n} = {100 * c / n:.1f}%"
+
+
+def card_tables(ev: dict) -> str:
+    """The model card's tables, from eval.json (``eval_qa_model.py``); ``ev["previous"]`` holds
+    the same measurements of the model this one replaced, when they were taken."""
+    prev = ev.get("previous") or {}
+    faces = {"langchain": "ChatRyzenAI: LangChain prompt, llm, StrOutputParser chain",
+             "llamaindex": "RyzenAILLM: LlamaIndex compact synthesis"}
+    out: list[str] = []
+    gen = ev.get("independent_generated") or []
+    if gen:
+        pg = {(c["docs"], c["wording"]): c for c in prev.get("independent_generated") or []}
+        out += ["", "**Independent set** (`scripts/qa_eval_independent.py`, test split: a second generator "
+                "written apart from the training one, with its own names, subjects, relations, sentences and "
+                f"wordings; {gen[0]['n']} questions per cell), through both adapters:", "",
+                "| documents | question wordings | ChatRyzenAI (LangChain) | RyzenAILLM (LlamaIndex) | previous model |",
+                "|---|---|---|---|---|"]
+        for c in gen:
+            p_ = pg.get((c["docs"], c["wording"]))
+            before = (f"{100 * p_['langchain']['accuracy']:.0f}% / {100 * p_['llamaindex']['accuracy']:.0f}%"
+                      if p_ else "-")
+            out.append(f"| {c['docs']} | {'training-like' if c['wording'] == 'like' else 'new'} | "
+                       f"{_pct(c['langchain']['correct'], c['n'])} | {_pct(c['llamaindex']['correct'], c['n'])} | "
+                       f"{before} |")
+    ind = ev.get("independent") or {}
+    if "langchain" in ind:
+        pi = prev.get("independent") or {}
+        out += ["", f"A hand-written set (`scripts/qa_independent.json`, {ind['n']} questions with their own names, "
+                "sentences and wordings, 2-3 documents each), default settings:", "",
+                "| adapter | exact match | previous model |", "|---|---|---|",
+                *(f"| {faces[k]} | {_pct(ind[k]['correct'], ind[k]['n'])} | "
+                  f"{_pct(pi[k]['correct'], pi[k]['n']) if k in pi else '-'} |" for k in ("langchain", "llamaindex"))]
+    cells = ev.get("cells") or []
+    if cells:
+        pc = {c["name"]: c for c in prev.get("cells") or []}
+        out += ["", "The training generator's own held-out cells (`qa_synth.py`'s lab/thing data, names never seen "
+                f"in training, {ev.get('n_per_cell')} per cell) through the plugin (`ryzenai_core.Engine`, inline), "
+                "`scripts/eval_qa_model.py` (details in `eval.json`):", "",
+                "| cell | documents | question wordings | exact match | previous model |", "|---|---|---|---|---|"]
+        for c in cells:
+            p_ = pc.get(c["name"])
+            out.append(f"| {c['name']} | {c['docs']} | {c['wording']} | {_pct(c['correct'], c['n'])} | "
+                       f"{_pct(p_['correct'], p_['n']) if p_ else '-'} |")
+    adapters = ev.get("adapters") or {}
+    rows = [f"| {faces[k]} | {_pct(v['correct'], v['n'])} |"
+            for k, v in adapters.items() if k in faces and isinstance(v, dict) and "accuracy" in v]
+    if rows:
+        out += ["", "The same data through the framework adapters (2 documents, training wordings):", "",
+                "| adapter | exact match |", "|---|---|", *rows]
+    if prev.get("note"):
+        out += ["", prev["note"]]
+    return "\n".join(out)
+
+
 def write_card(args) -> None:
     """Write README.md of the exported model from export_meta.json and eval.json."""
     dest: Path = args.dest
     meta = json.loads((args.out / "export_meta.json").read_text(encoding="utf-8"))
     ev = json.loads((dest / "eval.json").read_text(encoding="utf-8"))
-    ckpt_state = meta
-    lines = ["| cell | documents | question wordings | exact match |", "|---|---|---|---|"]
-    for cell in ev["cells"]:
-        lines.append(f"| {cell['name']} | {cell['docs']} | {cell['wording']} | "
-                     f"{cell['correct']}/{cell['n']} = {100 * cell['accuracy']:.1f}% |")
-    adapters = ev.get("adapters") or {}
-    faces = {"langchain": "ChatRyzenAI: LangChain prompt, llm, StrOutputParser chain",
-             "llamaindex": "RyzenAILLM: LlamaIndex compact synthesis"}
-    rows = [f"| {faces[k]} | {v['correct']}/{v['n']} = {100 * v['accuracy']:.1f}% |"
-            for k, v in adapters.items() if k in faces and isinstance(v, dict) and "accuracy" in v]
-    if rows:
-        lines += ["", "Through the framework adapters (2 documents, training wordings, held-out names, answers "
-                  "stripped):", "", "| adapter | exact match |", "|---|---|", *rows]
-    ind = ev.get("independent") or {}
-    if "langchain" in ind:
-        lines += ["", f"A hand-written set (`scripts/qa_independent.json`, {ind['n']} questions with their own names, "
-                  "sentences and wordings, 2-3 documents each), default settings:", "",
-                  "| adapter | exact match |", "|---|---|",
-                  *(f"| {faces[k]} | {ind[k]['correct']}/{ind[k]['n']} = {100 * ind[k]['accuracy']:.1f}% |"
-                    for k in ("langchain", "llamaindex") if k in ind)]
     size_kb = sum(p.stat().st_size for p in dest.iterdir() if p.name.startswith("model.onnx")) // 1024
     a = meta["arch"]
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
-        ffn=a["ffn"], size_kb=size_kb, seed=meta["seed"], minutes=args.card_minutes or meta["train_minutes"],
-        steps=meta.get("total_steps", meta["steps"]), train_min=meta["train_minutes"], best_step=ckpt_state["exported_step"],
-        eval_n=ev.get("n_per_cell"), run_note=meta.get("run_note", ""), table="\n".join(lines) + "\n\n" + ev.get("notes", ""),
+        ffn=a["ffn"], size_kb=size_kb, steps=meta.get("total_steps", meta["steps"]), best_step=meta["exported_step"],
+        run_note=meta.get("run_note", ""), table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
-    (dest / "README.md").write_text(card, encoding="utf-8")
+    (dest / "README.md").write_text(card.rstrip() + "\n", encoding="utf-8")
     log(f"wrote {dest / 'README.md'}")
 
 
@@ -640,6 +817,9 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=42.0, help="wall-clock training budget")
     p.add_argument("--steps", type=int, default=0, help="schedule by steps instead (fully deterministic)")
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--init-from", type=Path, default=None,
+                   help="continue from an exported model folder (its int4 weights and tokenizer)")
+    p.add_argument("--broad", type=float, default=0.6, help="share of documents from the broad family")
     p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)
     p.add_argument("--val-every", type=float, default=5.0, help="minutes")
@@ -651,7 +831,7 @@ def main() -> None:
     p.add_argument("--export-only", action="store_true")
     p.add_argument("--last", action="store_true", help="export the last checkpoint, not the best")
     p.add_argument("--card-only", action="store_true", help="write README.md from export_meta.json + eval.json")
-    p.add_argument("--card-minutes", type=float, default=0)
+    p.add_argument("--run-note", default="", help="how the run was made, for the model card")
     p.add_argument("--log", type=Path, default=None, help="log file (default: OUT/train.log)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,84 @@
+"""The QA data generators of the embedded model (scripts/qa_synth.py trains it,
+scripts/qa_eval_independent.py evaluates it): the evaluation one must stay independent of the
+training one, and every question must have its answer written verbatim in the documents."""
+
+from __future__ import annotations
+
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+qa_synth = pytest.importorskip("qa_synth")
+qa_eval_independent = pytest.importorskip("qa_eval_independent")
+
+
+def _shape(text: str) -> str:
+    return re.sub(r"\{\w+\}", "{}", text).lower().rstrip("?.")
+
+
+def _training_questions() -> set[str]:
+    """Every question wording the training generator asks, its rewordings (``_rephrase``) included."""
+    qs = [q for r in qa_synth.REL.values() for q in r.train_q] + [q for _, _, qq in qa_synth.BROAD_RELS.values() for q in qq]
+    out = set()
+    for q in qs:
+        q = q.replace("{Sc}", "SUBJ").replace("{S}", "SUBJ")
+        out.add(_shape(q.replace("SUBJ", "{}")))
+        for pat, rewrites in qa_synth._REPHRASE:
+            m = re.match(pat, q)
+            if m:
+                g = list(m.groups())
+                kw = {f"{i}C": x for i, x in enumerate(g)}
+                out |= {_shape(r.format(*g, **kw).replace("SUBJ", "{}")) for r in rewrites}
+    return out
+
+
+def test_new_wordings_are_never_asked_in_training() -> None:
+    new = [q for *_, qs in qa_eval_independent._REL.values() for q in qs]
+    assert new and not {_shape(q) for q in new} & _training_questions()
+
+
+def test_independent_set_has_its_own_sentences_and_names() -> None:
+    facts = [f for _, fs, _, _ in qa_eval_independent._REL.values() for f in fs]
+    training = {_shape(f) for r in qa_synth.REL.values() for f in r.facts}
+    training |= {_shape(f) for _, fs, _ in qa_synth.BROAD_RELS.values() for f in fs}
+    # the plainest statements ("{} was founded by {}.") are the obvious ones in both; most are not shared
+    assert len({_shape(f) for f in facts} & training) <= len(facts) // 2
+    training_names = set(qa_synth.REAL_FIRST) | set(qa_synth.REAL_LAST)
+    assert not (set(qa_eval_independent._FIRST) | set(qa_eval_independent._LAST)) & training_names
+    assert not set(qa_eval_independent._MATERIALS) & set(qa_synth.MATERIALS)
+
+
+@pytest.mark.parametrize("wording", ["like", "new"])
+def test_independent_items_have_one_verbatim_answer(wording: str) -> None:
+    for n_docs in (2, 4, 8):
+        for it in qa_eval_independent.items("val", n_docs, wording, 25):
+            assert len(it["documents"]) == n_docs
+            assert sum(it["answer"] in d for d in it["documents"]) >= 1, it
+            assert it["question"] and it["answer"] == it["answer"].strip()
+
+
+def test_splits_differ() -> None:
+    val = qa_eval_independent.items("val", 2, "like", 20)
+    test = qa_eval_independent.items("test", 2, "like", 20)
+    assert not {i["question"] for i in val} & {i["question"] for i in test}
+
+
+def test_training_answers_are_in_the_documents() -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        n = rng.randint(1, 10)
+        _, answers, docs = qa_synth.make_qa(rng, n, broad=0.6, followups=rng.randint(0, 3))
+        assert len(docs) == n
+        for a in answers:
+            assert a and a == a.strip() and any(a in d.text for d in docs), a
+
+
+def test_broad_zero_is_the_original_data() -> None:
+    """The held-out cells of the original data stay comparable: broad=0 samples exactly as before."""
+    a = qa_synth.make_qa(random.Random(11), 4, split="heldout")
+    b = qa_synth.make_qa(random.Random(11), 4, split="heldout", broad=0.0)
+    assert a[0] == b[0] and a[1] == b[1]
