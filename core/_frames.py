@@ -25,7 +25,11 @@ def write_frame(stream: IO[bytes], message: Any, lock: threading.Lock | None = N
 
 
 def _read_exact(stream: IO[bytes], n: int) -> bytes | None:
-    buf = b""
+    buf = stream.read(n)  # a buffered stream returns all n bytes at once (less only at its end)
+    if len(buf) == n:
+        return buf
+    if not buf:
+        return None
     while len(buf) < n:
         part = stream.read(n - len(buf))
         if not part:

@@ -414,7 +414,7 @@ class Session:
         check_prompt_text(text)
         tokenizer = self.tokenizer
         if "\x00" not in text:
-            return [int(i) for i in tokenizer.encode(text)]
+            return _int_list(tokenizer.encode(text))
         nul = self._nul_token_id()
         if nul is None:
             raise InvalidRequestError(
@@ -426,7 +426,7 @@ class Session:
             if i:
                 ids.append(nul)
             if part:
-                ids.extend(int(t) for t in tokenizer.encode(part))
+                ids.extend(_int_list(tokenizer.encode(part)))
         return ids
 
     @functools.cached_property
@@ -763,30 +763,35 @@ class Session:
             timings.prefill = time.perf_counter() - t_prefill
             control.check_deadline()
             control.enter("generating")
-            while n < plan.max_new_tokens:
-                if cancel.is_set():
+            # The per-token loop: bound methods looked up once; the runtime's step is the only
+            # expensive call in it.
+            cancelled, is_done, step = cancel.is_set, generator.is_done, generator.generate_next_token
+            next_tokens, end_ids = generator.get_next_tokens, self._end_ids
+            decode, parse, max_new, monotonic = decoder.feed, parser.feed, plan.max_new_tokens, time.monotonic
+            while n < max_new:
+                if cancelled():
                     finish = "cancelled"
                     break
-                if deadline is not None and time.monotonic() > deadline:
+                if deadline is not None and monotonic() > deadline:
                     control.tokens = n
                     raise control.timeout_error()
-                if generator.is_done():
+                if is_done():
                     finish = "stop"
                     break
-                generator.generate_next_token()
-                token = int(generator.get_next_tokens()[0])
+                step()
+                token = int(next_tokens()[0])
                 generated.append(token)
                 n += 1
                 if first_at is None:
                     first_at = time.perf_counter()
-                if token in self._end_ids:
+                if token in end_ids:
                     finish = "stop"
                     break
                 pending.append(token)
-                content, reasoning = parser.feed(decoder.feed(token))
+                content, reasoning = parse(decode(token))
                 if content or reasoning:
-                    control.suspended_since = time.monotonic()
-                    yield Chunk(text=content, reasoning=reasoning, token_ids=pending)
+                    control.suspended_since = monotonic()
+                    yield Chunk(content, reasoning, token_ids=pending)
                     with control.lock:
                         control.suspended_since = None
                         owner = self._holder is control  # else it was handed to a call that waited
@@ -935,6 +940,11 @@ def _merge_consecutive(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 
 def _parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(content) if isinstance(content, list) else [{"type": "text", "text": content}]
+
+
+def _int_list(ids: Any) -> list[int]:
+    """Python ints of the runtime's token ids (a numpy array: one conversion, not one per id)."""
+    return [int(i) for i in ids.tolist()] if hasattr(ids, "tolist") else [int(i) for i in ids]
 
 
 def _as_numpy(tensor: Any) -> Any:

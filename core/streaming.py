@@ -162,6 +162,11 @@ class IncrementalDecoder:
 
 def _held_suffix(text: str, markers: Sequence[str]) -> int:
     """Length of the longest suffix of ``text`` that is a proper prefix of a marker."""
+    if not text:
+        return 0
+    last = text[-1]
+    if not any(last in m[:-1] for m in markers):
+        return 0  # the usual case: the text ends with no character a marker's start could end with
     best = 0
     for m in markers:
         for k in range(min(len(m) - 1, len(text)), best, -1):
@@ -179,6 +184,7 @@ class StopFilter:
 
     def __init__(self, stops: Sequence[str]) -> None:
         self.stops = tuple(s for s in stops if s)
+        self._ends = "".join(sorted({s[-1] for s in self.stops}))
         self._buf = ""
         self.stopped = False
         self.matched: str | None = None
@@ -190,8 +196,14 @@ class StopFilter:
         if not self.stops:
             return text
         self._buf += text
+        # The held text never holds a whole stop string, so one can only complete in ``text``,
+        # and only where ``text`` has a stop string's last character: search only then.
+        hits = (
+            [(i + len(s), i, s) for s in self.stops if (i := self._buf.find(s)) >= 0]
+            if any(c in text for c in self._ends)
+            else None
+        )
         # The stop that completes first (earliest end) wins; at the same end, the longest.
-        hits = [(i + len(s), i, s) for s in self.stops if (i := self._buf.find(s)) >= 0]
         if hits:
             _, idx, s = min(hits)
             out, self._buf = self._buf[:idx], ""
@@ -245,6 +257,7 @@ class OutputParser:
         self._json_hold: str | None = None
         self._content_seen = False
         self.tool_calls: list[ToolCall] = []
+        self._active = self._markers()  # the markers that can switch the current state
 
     @property
     def stopped(self) -> bool:
@@ -270,11 +283,18 @@ class OutputParser:
 
     def feed(self, text: str) -> tuple[str, str]:
         """Add raw text; return ``(answer delta, reasoning delta)``."""
-        self._buf += text
         content: list[str] = []
         reasoning: list[str] = []
+        if not self._active and not self._buf:
+            # No marker can start here (plain answer text): no marker search, nothing held.
+            if text and not self._stop.stopped:
+                self._emit(text, content, reasoning)
+                return "".join(content), "".join(reasoning)
+            self._buf = text
+            return "", ""
+        self._buf += text
         while self._buf and not self.stopped:
-            markers = self._markers()
+            markers = self._active
             hits = [(self._buf.find(m), m) for m in markers if m in self._buf]
             if hits:
                 idx, marker = min(hits)
@@ -289,6 +309,10 @@ class OutputParser:
         return "".join(content), "".join(reasoning)
 
     def _switch(self, marker: str) -> None:
+        self._set_state(marker)
+        self._active = self._markers()
+
+    def _set_state(self, marker: str) -> None:
         if self._reasoning and marker == self._reasoning[0]:
             self._state = "reasoning"
         elif self._reasoning and marker == self._reasoning[1]:

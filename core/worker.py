@@ -43,7 +43,15 @@ __all__ = ["main"]
 
 def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
     """The frame for one chunk: a bare delta when nothing but text and token ids is set."""
-    if chunk == Chunk(text=chunk.text, token_ids=chunk.token_ids):  # every other field at its default
+    if (
+        chunk.finish_reason is None  # a middle chunk: no usage, timings, plan or dropped messages
+        and not chunk.reasoning
+        and not chunk.tool_calls
+        and chunk.usage is None
+        and chunk.timings is None
+        and chunk.plan is None
+        and not chunk.dropped_messages
+    ):
         return ("delta", rid, chunk.text, chunk.token_ids)
     return ("chunk", rid, chunk)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -21,8 +22,10 @@ from ryzenai_core import (
 )
 from ryzenai_core.engine import Engine
 from ryzenai_core.errors import GenerationTimeoutError, WorkerDiedError
-from ryzenai_core.messages import ChatMessage
+from ryzenai_core.messages import ChatMessage, ToolCall
 from ryzenai_core.options import GenerationOptions, resolve_search, validated_options
+from ryzenai_core.streaming import Chunk, Timings, Usage
+from ryzenai_core.worker import _wire
 
 GREEDY = dict(temperature=0)
 MSGS = [ChatMessage("system", "You are helpful."), ChatMessage("user", "What is the prompt limit of the NPU?")]
@@ -63,6 +66,18 @@ def test_streamed_text_equals_decode_of_streamed_ids(engine):
     assert whole.token_ids == ids and whole.text == engine.decode(ids)
     assert [c.finish_reason for c in chunks][-1] == "length"
     assert all(c.finish_reason is None for c in chunks[:-1])
+
+
+def test_only_a_chunk_of_text_and_ids_alone_travels_as_a_delta():
+    """A chunk with any other field set crosses the pipe whole (a field added later included)."""
+    assert _wire(3, Chunk("a", token_ids=[1])) == ("delta", 3, "a", [1])
+    for f in dataclasses.fields(Chunk):
+        if f.name in ("text", "token_ids"):
+            continue
+        value = {"reasoning": "r", "tool_calls": [ToolCall("f", {}, "c")], "finish_reason": "stop",
+                 "usage": Usage(1, 1), "timings": Timings(), "plan": object(), "dropped_messages": 1}[f.name]
+        chunk = Chunk("a", token_ids=[1], **{f.name: value})
+        assert _wire(3, chunk) == ("chunk", 3, chunk), f.name
 
 
 def test_greedy_is_deterministic_and_stream_equals_generate(engine):
