@@ -1,0 +1,273 @@
+"""What the plugin adds on top of onnxruntime-genai, end to end, measured side by side in one run.
+
+    python scripts/build_fixtures.py --bench-only   # once: builds benchmarks/models/bench-30m (needs torch)
+    python benchmarks/overhead.py [--rounds 9] [--new-tokens 256] [--json benchmarks/results/overhead.json]
+
+Five ways to stream the same answer, one after another in each round (the order rotates
+from round to round), on the ~30M-parameter int4 model and on the tiny test fixture:
+
+- ``raw_oga_loop``: the plain onnxruntime-genai loop a user would write (encode the rendered
+  prompt, ``append_tokens``, then ``generate_next_token`` / ``get_next_tokens`` and
+  ``TokenizerStream.decode`` per token);
+- ``core_inline`` / ``core_worker``: ``Engine.stream`` in this process / through the worker process;
+- ``langchain_stream``: ``ChatRyzenAI.stream``; ``llamaindex_stream``: ``RyzenAILLM.stream_chat``.
+
+Same prompt tokens, same number of new tokens (greedy; a fixed count, checked), the same runtime
+threads, KV prefix reuse off (every call prefills cold). Each round times every method once;
+its speed is raw time / its time in that round, and the reported figure is the median over the
+rounds, with the lowest and highest. The time to first token is the time from the call to its
+first text; its overhead is the method's minus the raw loop's in the same round, next to
+the template render (the raw loop starts from the rendered prompt's text).
+
+The per-layer breakdown (where the time per token and per call goes) is in
+``benchmarks/breakdown.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import onnxruntime_genai as og
+
+from ryzenai_core import ChatMessage, Engine
+from ryzenai_core.options import validated_options
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {
+    "bench-30m": ROOT / "benchmarks" / "models" / "bench-30m",
+    "tiny-llama": ROOT / "tests" / "fixtures" / "models" / "tiny-llama",
+}
+THREADS = 2
+SYSTEM = "You answer questions about Ryzen AI model packages."
+USER = "What is a prefill bucket and why is the prompt padded to it? " * 4
+
+#: One timed run: (seconds from the call to the end, seconds to the first text, new tokens).
+Run = tuple[float, float, int]
+
+
+def raw_method(model_path: Path, prompt: str, new: int) -> Callable[[], Run]:
+    """The plain OGA streaming loop, from the rendered prompt's text."""
+    cfg = og.Config(str(model_path))
+    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": THREADS}}}}))
+    model = og.Model(cfg)
+    tokenizer = og.Tokenizer(model)
+
+    def once() -> Run:
+        t0 = time.perf_counter()
+        ids = tokenizer.encode(prompt)
+        stream = tokenizer.create_stream()
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=len(ids) + new, do_sample=False)
+        gen = og.Generator(model, params)
+        gen.append_tokens(ids)
+        first = None
+        n = 0
+        while not gen.is_done():
+            gen.generate_next_token()
+            text = stream.decode(gen.get_next_tokens()[0])
+            n += 1
+            if first is None and text:
+                first = time.perf_counter()
+        end = time.perf_counter()
+        return end - t0, (first or end) - t0, n
+
+    return once
+
+
+def _timed(pieces: Callable[[], Iterator[tuple[str, int]]]) -> Run:
+    """Time one stream of (text, new tokens) pieces."""
+    t0 = time.perf_counter()
+    first = None
+    n = 0
+    for text, tokens in pieces():
+        n += tokens
+        if first is None and text:
+            first = time.perf_counter()
+    end = time.perf_counter()
+    return end - t0, (first or end) - t0, n
+
+
+def core_method(engine: Engine, new: int) -> Callable[[], Run]:
+    """``Engine.stream``: every chunk's text and token count."""
+    messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
+    opts = validated_options(max_new_tokens=new, temperature=0, kv_reuse=False)
+
+    def pieces() -> Iterator[tuple[str, int]]:
+        return ((c.text, len(c.token_ids)) for c in engine.stream(messages, opts))
+
+    return lambda: _timed(pieces)
+
+
+def langchain_method(model: Path, new: int) -> Callable[[], Run] | None:
+    """``ChatRyzenAI.stream`` (tokens counted from the last chunk's usage)."""
+    try:
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        from langchain_ryzenai import ChatRyzenAI
+    except ImportError:
+        return None
+    llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False)
+    msgs = [SystemMessage(SYSTEM), HumanMessage(USER)]
+
+    def pieces() -> Iterator[tuple[str, int]]:
+        for c in llm.stream(msgs):
+            usage = c.usage_metadata
+            yield str(c.content), (usage["output_tokens"] if usage else 0)
+
+    return lambda: _timed(pieces)
+
+
+def llamaindex_method(model: Path, new: int) -> Callable[[], Run] | None:
+    """``RyzenAILLM.stream_chat`` (tokens counted from the last response's usage)."""
+    try:
+        from llama_index.core.llms import ChatMessage as LIMessage
+
+        from llamaindex_ryzenai import RyzenAILLM
+    except ImportError:
+        return None
+    li = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False)
+    msgs = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
+
+    def pieces() -> Iterator[tuple[str, int]]:
+        for r in li.stream_chat(msgs):
+            yield r.delta or "", int(r.additional_kwargs.get("completion_tokens", 0))
+
+    return lambda: _timed(pieces)
+
+
+def render_ms(engine: Engine, repeat: int = 50) -> float:
+    """Median time to render the chat template for the benchmark's messages (in this process)."""
+    from ryzenai_core.options import GenerationOptions
+
+    session = engine.backend.session  # type: ignore[union-attr]
+    messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        session.render(messages, GenerationOptions())
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1000
+
+
+def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
+    """Every method on one model, ``rounds`` interleaved rounds."""
+    inline = Engine.get(path, num_threads=THREADS, execution="inline")
+    worker = Engine.get(path, num_threads=THREADS, execution="process")
+    inline.load()
+    worker.load()
+    messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
+    prompt = inline.render(messages)
+    methods: dict[str, Callable[[], Run] | None] = {
+        "raw_oga_loop": raw_method(path, prompt, new),
+        "core_inline": core_method(inline, new),
+        "core_worker": core_method(worker, new),
+        "langchain_stream": langchain_method(path, new),
+        "llamaindex_stream": llamaindex_method(path, new),
+    }
+    live = {k: fn for k, fn in methods.items() if fn is not None}
+    for fn in live.values():  # warm-up: loads models, compiles templates, fills caches
+        fn()
+    runs: dict[str, list[Run]] = {k: [] for k in live}
+    names = list(live)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for k in order:
+            time.sleep(0.2)  # let the previous run's runtime threads stop spinning (2 cores)
+            runs[k].append(live[k]())
+    for k, rs in runs.items():
+        counts = {n for _, _, n in rs}
+        if counts != {new}:
+            raise SystemExit(f"{name}/{k}: generated {sorted(counts)} tokens, expected {new} in every run")
+    raw = runs["raw_oga_loop"]
+    out: dict[str, Any] = {
+        "prompt_tokens": len(inline.encode(prompt)),
+        "new_tokens": new,
+        "rounds": rounds,
+        "template_render_ms": render_ms(inline),
+        "raw_ms_per_token": statistics.median(t / new for t, _, _ in raw) * 1000,
+        "raw_ttft_ms": statistics.median(f for _, f, _ in raw) * 1000,
+        "speed_vs_raw": {},
+        "ttft_overhead_ms": {},
+        "overhead_us_per_token": {},
+    }
+    for k, rs in runs.items():
+        ratios = [rt / mt for (rt, _, _), (mt, _, _) in zip(raw, rs, strict=True)]
+        ttft = [(mf - rf) * 1000 for (_, rf, _), (_, mf, _) in zip(raw, rs, strict=True)]
+        per_token = [(mt - rt) / new * 1e6 for (rt, _, _), (mt, _, _) in zip(raw, rs, strict=True)]
+        out["speed_vs_raw"][k] = _summary(ratios, 3)
+        out["ttft_overhead_ms"][k] = _summary(ttft, 2)
+        out["overhead_us_per_token"][k] = _summary(per_token, 1)
+    return out
+
+
+def _summary(values: list[float], digits: int) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+    }
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/overhead.json)")
+    parser.add_argument("--label", default="", help="a note stored with the results (e.g. the load on the machine)")
+    args = parser.parse_args()
+    results: dict[str, Any] = {
+        "threads": THREADS,
+        "cpus": os.cpu_count(),
+        "onnxruntime_genai": og.__version__,
+        "label": args.label,
+        "load_average_before": load_average(),
+        "models": {},
+    }
+    for name in args.models:
+        path = MODELS[name]
+        if not (path / "genai_config.json").exists():
+            print(f"skipping {name}: {path} is missing (python scripts/build_fixtures.py --bench-only)")
+            continue
+        res = measure(name, path, args.rounds, args.new_tokens)
+        results["models"][name] = res
+        print(
+            f"\n{name}: prompt {res['prompt_tokens']} tokens, {args.new_tokens} new, {THREADS} threads, "
+            f"{args.rounds} rounds; raw loop {res['raw_ms_per_token']:.3f} ms/token, TTFT {res['raw_ttft_ms']:.1f} ms; "
+            f"template render {res['template_render_ms']:.2f} ms"
+        )
+        print(f"  {'method':<20}{'speed vs raw (min-max)':>26}{'us/token over raw':>20}{'TTFT over raw, ms':>20}")
+        for k, s in res["speed_vs_raw"].items():
+            o, t = res["overhead_us_per_token"][k], res["ttft_overhead_ms"][k]
+            print(
+                f"  {k:<20}{s['median']:>10.3f}x ({s['min']:.3f}-{s['max']:.3f}){o['median']:>14.1f}"
+                f"{t['median']:>20.2f}"
+            )
+        with contextlib.suppress(Exception):
+            Engine.close_all()
+    results["load_average_after"] = load_average()
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    Engine.close_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
