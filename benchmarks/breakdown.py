@@ -127,10 +127,10 @@ def loop_pieces(engine: Engine, tokens: list[int]) -> dict[str, float]:
         "delta frame in (read, unpickle, Chunk)": per_item(frame_in, n),
     }
     try:
-        from langchain_ryzenai.chat_models import _generation_chunk
+        from langchain_ryzenai._convert import generation_chunk
 
-        out["LangChain chunk (_generation_chunk)"] = per_item(
-            lambda: [_generation_chunk(c, "m") for c in core_chunks], n
+        out["LangChain chunk (generation_chunk)"] = per_item(
+            lambda: [generation_chunk(c, "m") for c in core_chunks], n
         )
     except ImportError:
         pass
