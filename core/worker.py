@@ -44,13 +44,14 @@ __all__ = ["main"]
 def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
     """The frame for one chunk: a bare delta when nothing but text and token ids is set."""
     if (
-        chunk.finish_reason is None  # a middle chunk: no usage, timings, plan or dropped messages
+        chunk.finish_reason is None  # a middle chunk: no usage, timings, plan, stop or dropped messages
         and not chunk.reasoning
         and not chunk.tool_calls
         and chunk.usage is None
         and chunk.timings is None
         and chunk.plan is None
         and not chunk.dropped_messages
+        and chunk.stop_sequence is None
     ):
         return ("delta", rid, chunk.text, chunk.token_ids)
     return ("chunk", rid, chunk)
