@@ -17,7 +17,10 @@ threads, KV prefix reuse off (every call prefills cold). Each round times every 
 its speed is raw time / its time in that round, and the reported figure is the median over the
 rounds, with the lowest and highest. The time to first token is the time from the call to its
 first text; its overhead is the method's minus the raw loop's in the same round, next to
-the template render (the raw loop starts from the rendered prompt's text).
+the template render (the raw loop starts from the rendered prompt's text). CPU time (every
+thread of this process and of the worker process, from the kernel's accounting) is reported
+the same way, raw CPU time / the method's: it shows the work a method adds even when other
+jobs on the machine make wall times jump. ``--threads`` sets the runtime threads of every side.
 
 The per-layer breakdown (where the time per token and per call goes) is in
 ``benchmarks/breakdown.py``.
@@ -158,6 +161,19 @@ def render_ms(engine: Engine, repeat: int = 50) -> float:
     return statistics.median(samples) * 1000
 
 
+def process_cpu(pid: int | None) -> float:
+    """CPU seconds of every thread of process ``pid`` so far (0 without one)."""
+    total = 0
+    if pid is None:
+        return 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):
+            pass  # a thread that just ended
+    return total / 1e9
+
+
 def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     """Every method on one model, ``rounds`` interleaved rounds."""
     inline = Engine.get(path, num_threads=THREADS, execution="inline")
@@ -177,12 +193,16 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     for fn in live.values():  # warm-up: loads models, compiles templates, fills caches
         fn()
     runs: dict[str, list[Run]] = {k: [] for k in live}
+    cpu: dict[str, list[float]] = {k: [] for k in live}
     names = list(live)
+    pid = worker.backend.pid
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
             time.sleep(0.2)  # let the previous run's runtime threads stop spinning (2 cores)
+            c0 = time.process_time() + process_cpu(pid)
             runs[k].append(live[k]())
+            cpu[k].append(time.process_time() + process_cpu(pid) - c0)
     for k, rs in runs.items():
         counts = {n for _, _, n in rs}
         if counts != {new}:
@@ -196,6 +216,7 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
         "raw_ms_per_token": statistics.median(t / new for t, _, _ in raw) * 1000,
         "raw_ttft_ms": statistics.median(f for _, f, _ in raw) * 1000,
         "speed_vs_raw": {},
+        "cpu_time_vs_raw": {},
         "ttft_overhead_ms": {},
         "overhead_us_per_token": {},
     }
@@ -204,6 +225,7 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
         ttft = [(mf - rf) * 1000 for (_, rf, _), (_, mf, _) in zip(raw, rs, strict=True)]
         per_token = [(mt - rt) / new * 1e6 for (rt, _, _), (mt, _, _) in zip(raw, rs, strict=True)]
         out["speed_vs_raw"][k] = _summary(ratios, 3)
+        out["cpu_time_vs_raw"][k] = _summary([c / r for r, c in zip(cpu["raw_oga_loop"], cpu[k], strict=True)], 3)
         out["ttft_overhead_ms"][k] = _summary(ttft, 2)
         out["overhead_us_per_token"][k] = _summary(per_token, 1)
     return out
@@ -225,13 +247,16 @@ def load_average() -> list[float]:
 
 
 def main() -> None:
+    global THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/overhead.json)")
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. the load on the machine)")
+    parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
     args = parser.parse_args()
+    THREADS = args.threads
     results: dict[str, Any] = {
         "threads": THREADS,
         "cpus": os.cpu_count(),
@@ -252,12 +277,13 @@ def main() -> None:
             f"{args.rounds} rounds; raw loop {res['raw_ms_per_token']:.3f} ms/token, TTFT {res['raw_ttft_ms']:.1f} ms; "
             f"template render {res['template_render_ms']:.2f} ms"
         )
-        print(f"  {'method':<20}{'speed vs raw (min-max)':>26}{'us/token over raw':>20}{'TTFT over raw, ms':>20}")
+        print(f"  {'method':<20}{'speed vs raw (min-max)':>26}{'us/token over raw':>20}{'TTFT over raw, ms':>20}"
+              f"{'CPU time vs raw':>18}")
         for k, s in res["speed_vs_raw"].items():
-            o, t = res["overhead_us_per_token"][k], res["ttft_overhead_ms"][k]
+            o, t, c = res["overhead_us_per_token"][k], res["ttft_overhead_ms"][k], res["cpu_time_vs_raw"][k]
             print(
                 f"  {k:<20}{s['median']:>10.3f}x ({s['min']:.3f}-{s['max']:.3f}){o['median']:>14.1f}"
-                f"{t['median']:>20.2f}"
+                f"{t['median']:>20.2f}{c['median']:>17.3f}x"
             )
         with contextlib.suppress(Exception):
             Engine.close_all()
