@@ -45,7 +45,7 @@ from ryzenai_core.streaming import Chunk, OutputParser
 from ryzenai_core.worker import _wire
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import MODELS, SYSTEM, THREADS, USER  # noqa: E402  (sibling script)
+from overhead import MODELS, SYSTEM, THREADS, USER, adapter_streams  # noqa: E402  (sibling script)
 
 MESSAGES = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
 
@@ -181,26 +181,9 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
         "Engine.stream (worker)": lambda: worker.stream(MESSAGES, opts),
         "Engine.stream (inline)": lambda: inline.stream(MESSAGES, opts),
     }
-    try:
-        from langchain_core.messages import HumanMessage, SystemMessage
-
-        from langchain_ryzenai import ChatRyzenAI
-
-        llm = ChatRyzenAI(model=str(path), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False)
-        lc = [SystemMessage(SYSTEM), HumanMessage(USER)]
-        streams["ChatRyzenAI.stream"] = lambda: llm.stream(lc)
-    except ImportError:
-        pass
-    try:
-        from llama_index.core.llms import ChatMessage as LIMessage
-
-        from llamaindex_ryzenai import RyzenAILLM
-
-        li = RyzenAILLM(model=str(path), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False)
-        li_msgs = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
-        streams["RyzenAILLM.stream_chat"] = lambda: li.stream_chat(li_msgs)
-    except ImportError:
-        pass
+    names = {"langchain_stream": "ChatRyzenAI.stream", "llamaindex_stream": "RyzenAILLM.stream_chat"}
+    for k, pieces in adapter_streams(path, new).items():
+        streams[names[k]] = pieces
     for fn in streams.values():
         _first_and_count(fn())
     consumer: dict[str, list[float]] = {k: [] for k in streams}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import statistics
@@ -110,41 +111,44 @@ def core_method(engine: Engine, new: int) -> Callable[[], Run]:
     return lambda: _timed(pieces)
 
 
-def langchain_method(model: Path, new: int) -> Callable[[], Run] | None:
-    """``ChatRyzenAI.stream`` (tokens counted from the last chunk's usage)."""
+def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tuple[str, int]]]]:
+    """``ChatRyzenAI.stream`` and ``RyzenAILLM.stream_chat`` (those installed) as (text, new tokens) pieces.
+
+    The token count comes from the last chunk's usage.
+    """
+    streams: dict[str, Callable[[], Iterator[tuple[str, int]]]] = {}
     try:
         from langchain_core.messages import HumanMessage, SystemMessage
 
         from langchain_ryzenai import ChatRyzenAI
+
+        llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False)
+        lc_messages = [SystemMessage(SYSTEM), HumanMessage(USER)]
+
+        def langchain() -> Iterator[tuple[str, int]]:
+            for c in llm.stream(lc_messages):
+                usage = c.usage_metadata
+                yield str(c.content), (usage["output_tokens"] if usage else 0)
+
+        streams["langchain_stream"] = langchain
     except ImportError:
-        return None
-    llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False)
-    msgs = [SystemMessage(SYSTEM), HumanMessage(USER)]
-
-    def pieces() -> Iterator[tuple[str, int]]:
-        for c in llm.stream(msgs):
-            usage = c.usage_metadata
-            yield str(c.content), (usage["output_tokens"] if usage else 0)
-
-    return lambda: _timed(pieces)
-
-
-def llamaindex_method(model: Path, new: int) -> Callable[[], Run] | None:
-    """``RyzenAILLM.stream_chat`` (tokens counted from the last response's usage)."""
+        pass
     try:
         from llama_index.core.llms import ChatMessage as LIMessage
 
         from llamaindex_ryzenai import RyzenAILLM
+
+        li = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False)
+        li_messages = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
+
+        def llamaindex() -> Iterator[tuple[str, int]]:
+            for r in li.stream_chat(li_messages):
+                yield r.delta or "", int(r.additional_kwargs.get("completion_tokens", 0))
+
+        streams["llamaindex_stream"] = llamaindex
     except ImportError:
-        return None
-    li = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False)
-    msgs = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
-
-    def pieces() -> Iterator[tuple[str, int]]:
-        for r in li.stream_chat(msgs):
-            yield r.delta or "", int(r.additional_kwargs.get("completion_tokens", 0))
-
-    return lambda: _timed(pieces)
+        pass
+    return streams
 
 
 def render_ms(engine: Engine, repeat: int = 50) -> float:
@@ -182,14 +186,13 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     worker.load()
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
     prompt = inline.render(messages)
-    methods: dict[str, Callable[[], Run] | None] = {
+    live: dict[str, Callable[[], Run]] = {
         "raw_oga_loop": raw_method(path, prompt, new),
         "core_inline": core_method(inline, new),
         "core_worker": core_method(worker, new),
-        "langchain_stream": langchain_method(path, new),
-        "llamaindex_stream": llamaindex_method(path, new),
     }
-    live = {k: fn for k, fn in methods.items() if fn is not None}
+    for k, pieces in adapter_streams(path, new).items():
+        live[k] = functools.partial(_timed, pieces)
     for fn in live.values():  # warm-up: loads models, compiles templates, fills caches
         fn()
     runs: dict[str, list[Run]] = {k: [] for k in live}
