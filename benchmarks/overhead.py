@@ -242,6 +242,24 @@ def _summary(values: list[float], digits: int) -> dict[str, float]:
     }
 
 
+def markdown_rows(results: dict[str, Any]) -> list[str]:
+    """One README table row per model: speed (lowest-highest), CPU time and TTFT overhead of each method."""
+    rows = []
+    for name, res in results["models"].items():
+        cells = []
+        for k in ("core_inline", "core_worker", "langchain_stream", "llamaindex_stream"):
+            if k not in res["speed_vs_raw"]:
+                cells.append("-")
+                continue
+            s, c, t = res["speed_vs_raw"][k], res["cpu_time_vs_raw"][k], res["ttft_overhead_ms"][k]
+            cells.append(f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f}); CPU {c['median']:.2f}x; "
+                         f"TTFT {t['median']:+.1f} ms")
+        head = (f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
+                f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}")
+        rows.append(f"| {head} | {name}, {res['raw_ms_per_token']:.2f} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def load_average() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -291,6 +309,9 @@ def main() -> None:
         with contextlib.suppress(Exception):
             Engine.close_all()
     results["load_average_after"] = load_average()
+    print("\nREADME rows:")
+    for row in markdown_rows(results):
+        print(row)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")
