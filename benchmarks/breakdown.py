@@ -45,7 +45,8 @@ from ryzenai_core.streaming import Chunk, OutputParser
 from ryzenai_core.worker import _wire
 
 sys.path.insert(0, str(Path(__file__).parent))
-from overhead import MODELS, SYSTEM, THREADS, USER, adapter_streams  # noqa: E402  (sibling script)
+import overhead  # noqa: E402  (sibling script)
+from overhead import MODELS, SYSTEM, THREADS, USER, adapter_streams  # noqa: E402
 
 MESSAGES = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
 
@@ -239,12 +240,15 @@ def call_costs(path: Path) -> dict[str, float]:
 
 
 def main() -> None:
+    global THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
     args = parser.parse_args()
+    THREADS = overhead.THREADS = args.threads
     results: dict[str, Any] = {"threads": THREADS, "onnxruntime_genai": og.__version__,
                                "load_average": list(os.getloadavg()), "models": {}}
     for name in args.models:
