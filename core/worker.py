@@ -91,8 +91,8 @@ def main() -> None:
         return
     send(("ready",))
 
-    generations: queue.Queue[Any] = queue.Queue()
-    calls: queue.Queue[Any] = queue.Queue()
+    generations: queue.SimpleQueue[Any] = queue.SimpleQueue()  # C queues: a hand-over without Python locks
+    calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
     cancels: dict[int, threading.Event] = {}
     controls: dict[int, CallControl] = {}
 
