@@ -70,6 +70,7 @@ __all__ = [
     "ChatTemplate",
     "FALLBACK_TEMPLATES",
     "SPECIAL_TOKEN_NAMES",
+    "PackageTemplates",
     "builtin_template",
     "special_tokens_from_config",
 ]
@@ -710,6 +711,30 @@ class ChatTemplate:
             ) from exc
         finally:
             _render_state.deadline = None
+
+
+class PackageTemplates:
+    """A package's chat template and the templates calls pass instead, each compiled once.
+
+    Attributes:
+        default: the package's own template (see :meth:`ChatTemplate.for_package`).
+    """
+
+    def __init__(self, package: ModelPackage) -> None:
+        self.package = package
+        self.default = ChatTemplate.for_package(package)
+        self._overrides: dict[str, ChatTemplate] = {}
+        self._lock = threading.Lock()
+
+    def get(self, override: str | None = None) -> ChatTemplate:
+        """The template a call with ``override`` (a Jinja source or file) renders with; None: the package's."""
+        if not override:
+            return self.default
+        with self._lock:
+            found = self._overrides.get(override)
+            if found is None:
+                found = self._overrides[override] = ChatTemplate.for_package(self.package, override=override)
+            return found
 
 
 def _looks_like_file(text: str) -> bool:

@@ -38,14 +38,14 @@ from typing import Any, Literal
 from . import session as _session
 from ._frames import read_frame, write_frame
 from .budget import ContextBudget
-from .chat_template import ChatTemplate
+from .chat_template import ChatTemplate, PackageTemplates
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, WorkerDiedError
 from .hub import resolve_model
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions
+from .options import GenerationOptions, check_runtime_settings
 from .package import ModelPackage
 from .request import Request
-from .session import CallControl, Session, SessionKey, abandoned_error, check_runtime_settings
+from .session import CallControl, Session, SessionKey, abandoned_error
 from .streaming import Chunk
 
 __all__ = ["Completion", "Engine", "Execution", "aggregate"]
@@ -569,10 +569,10 @@ class Engine:
         self.key = key
         self.execution = execution
         self.package = ModelPackage.open(key.path, release=key.release)
-        self.template = ChatTemplate.for_package(self.package)
+        self._templates = PackageTemplates(self.package)
+        self.template = self._templates.default
         self._backend: _InlineBackend | _WorkerBackend | None = None
         self._backend_lock = threading.Lock()
-        self._templates: dict[str, ChatTemplate] = {}
 
     @classmethod
     def get(
@@ -612,12 +612,7 @@ class Engine:
 
     def template_for(self, chat_template: str | None = None) -> ChatTemplate:
         """The template a call with ``chat_template`` renders with (the package's when None)."""
-        if not chat_template:
-            return self.template
-        with self._backend_lock:
-            if chat_template not in self._templates:
-                self._templates[chat_template] = ChatTemplate.for_package(self.package, override=chat_template)
-            return self._templates[chat_template]
+        return self._templates.get(chat_template)
 
     @property
     def backend(self) -> _InlineBackend | _WorkerBackend:

@@ -26,6 +26,7 @@ from pydantic import (
 from .errors import InvalidRequestError
 
 __all__ = [
+    "PROVIDERS",
     "GenerationOptions",
     "ModelName",
     "Provider",
@@ -33,6 +34,7 @@ __all__ = [
     "ResponseFormat",
     "resolve_search",
     "response_format_from",
+    "check_runtime_settings",
     "tool_choice_from",
     "validated_options",
 ]
@@ -52,9 +54,26 @@ def _model_name(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-def _provider(value: str | None) -> str | None:
-    from .session import check_runtime_settings  # here: the session module imports this one
+#: Execution providers a call may choose instead of the package's own.
+PROVIDERS = ("cpu", "cuda", "dml")
 
+
+def check_runtime_settings(provider: str | None, num_threads: int | None = None) -> None:
+    """Refuse a provider or thread count no runtime takes (checked when a model object is made).
+
+    Raises:
+        InvalidRequestError: naming the value and what is accepted.
+    """
+    if provider is not None and provider not in PROVIDERS:
+        raise InvalidRequestError(
+            f"provider {provider!r} is not supported; use None (the package's own: Ryzen AI for AMD's packages), "
+            f"or one of {', '.join(repr(p) for p in PROVIDERS)}"
+        )
+    if num_threads is not None and num_threads < 1:
+        raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
+
+
+def _provider(value: str | None) -> str | None:
     check_runtime_settings(value)  # when a model object is made, not at its first call
     return value
 

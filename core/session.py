@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import BudgetPlan
-from .chat_template import ChatTemplate
+from .chat_template import ChatTemplate, PackageTemplates
 from .errors import (
     ChatTemplateError,
     ContextWindowExceededError,
@@ -39,16 +39,15 @@ from .errors import (
 from .formats import parse_tool_calls
 from .images import IMAGE_TYPES, prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
-from .options import GenerationOptions, resolve_search
+from .options import GenerationOptions, check_runtime_settings, resolve_search
 from .package import ModelPackage
 from .request import resolve
 from .runtime import import_oga, parse_release, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .token_bytes import TokenBytes, byte_zero_token
 
-__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "check_runtime_settings", "timeout_error"]
+__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "timeout_error"]
 
-PROVIDERS = ("cpu", "cuda", "dml")
 
 
 class FifoLock:
@@ -196,21 +195,6 @@ def abandoned_error(tokens: int) -> StreamAbandonedError:
     )
 
 
-def check_runtime_settings(provider: str | None, num_threads: int | None = None) -> None:
-    """Refuse a provider or thread count no runtime takes (checked when a model object is made).
-
-    Raises:
-        InvalidRequestError: naming the value and what is accepted.
-    """
-    if provider is not None and provider not in PROVIDERS:
-        raise InvalidRequestError(
-            f"provider {provider!r} is not supported; use None (the package's own: Ryzen AI for AMD's packages), "
-            f"or one of {', '.join(repr(p) for p in PROVIDERS)}"
-        )
-    if num_threads is not None and num_threads < 1:
-        raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
-
-
 def _newer(release: str, than: str) -> bool:
     """Whether ``release`` is a later Ryzen AI line (major.minor) than ``than``."""
     return parse_release(release)[:2] > parse_release(than)[:2]
@@ -265,8 +249,8 @@ class Session:
         self.key = key
         self.package = ModelPackage.open(key.path, release=key.release)
         check_runtime_settings(key.provider, key.num_threads)
-        self.template = ChatTemplate.for_package(self.package)
-        self._templates: dict[str, ChatTemplate] = {}
+        self._templates = PackageTemplates(self.package)
+        self.template = self._templates.default
         self._text_counts: dict[str, int] = {}
         self._load_lock = threading.Lock()
         self._gen_lock = FifoLock()
@@ -474,12 +458,7 @@ class Session:
     # ------------------------------------------------------------------ preparing
     def template_for(self, options: GenerationOptions) -> ChatTemplate:
         """The package's template, or the call's ``chat_template``."""
-        override = options.chat_template
-        if not override:
-            return self.template
-        if override not in self._templates:
-            self._templates[override] = ChatTemplate.for_package(self.package, override=override)
-        return self._templates[override]
+        return self._templates.get(options.chat_template)
 
     def resolve(self, options: GenerationOptions) -> GenerationOptions:
         """What the call's options mean for this package (see :func:`ryzenai_core.request.resolve`)."""
@@ -576,11 +555,12 @@ class Session:
     ) -> Prepared:
         """Render, tokenize and plan; apply the overflow policy (``check`` runs before each render).
 
+        ``options`` are already resolved (:meth:`resolve`), as :meth:`stream` does once per call.
+
         Raises:
             ContextWindowExceededError: the prompt does not fit (policy ``error``, or nothing
                 left to drop; a raw prompt is never cut).
         """
-        options = self.resolve(options)
         budget = self.package.budget
         if isinstance(messages, RawPrompt):
             ids = list(messages.token_ids) if messages.token_ids is not None else self.encode(messages.text or "")
@@ -944,7 +924,7 @@ def _parts(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _int_list(ids: Any) -> list[int]:
     """Python ints of the runtime's token ids (a numpy array: one conversion, not one per id)."""
-    return [int(i) for i in ids.tolist()] if hasattr(ids, "tolist") else [int(i) for i in ids]
+    return list(ids.tolist()) if hasattr(ids, "tolist") else [int(i) for i in ids]
 
 
 def _as_numpy(tensor: Any) -> Any:
