@@ -32,6 +32,7 @@ from llama_index.core.schema import ImageDocument, ImageNode
 
 from ryzenai_core.engine import Completion
 from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.formats import parse_arguments
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
 from ryzenai_core.streaming import Chunk
@@ -51,18 +52,20 @@ _ROLES: dict[MessageRole, Role] = {
 
 
 def _arguments(value: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict (they may arrive as JSON text)."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, str):
-        if not value.strip():
-            return {}
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError:
-            return {"input": value}
-        return dict(parsed) if isinstance(parsed, dict) else {"input": parsed}
-    return {}
+    """Tool-call arguments as a dict (read by the core's :func:`~ryzenai_core.formats.parse_arguments`).
+
+    Arguments that are not a JSON object stay in the history as ``{"input": ...}`` (the decoded
+    value, or the text when it is not JSON) rather than being dropped.
+    """
+    args: dict[str, Any] | None = parse_arguments(value)
+    if args is not None:
+        return args
+    if not isinstance(value, str):
+        return {}
+    try:
+        return {"input": json.loads(value)}
+    except json.JSONDecodeError:
+        return {"input": value}
 
 
 def _legacy_tool_calls(raw: Any) -> list[ToolCall]:
