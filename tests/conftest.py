@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -82,3 +83,12 @@ def llamaindex_event_loop():
     yield loop
     asyncio.set_event_loop(None)
     loop.close()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id is still there (not yet exited and reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

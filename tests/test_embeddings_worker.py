@@ -12,20 +12,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
-from conftest import FIXTURES
+from conftest import FIXTURES, process_alive
 from ryzenai_core import GenerationError, UnsupportedModelError, WorkerDiedError
 from ryzenai_core.embeddings import EmbeddingEngine
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 TEXTS = ["Who is the director of the Vantor Lab?", "hello", "sparse attention"]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_worker_per_static_shape_gives_the_same_vectors(tmp_path):
@@ -35,10 +27,10 @@ def test_a_worker_per_static_shape_gives_the_same_vectors(tmp_path):
         assert sorted(set(result.shapes)) == [(1, 16)]
         np.testing.assert_allclose(result.vectors, EmbeddingEngine(TINY_ST).embed(TEXTS).vectors, atol=1e-5)
         (pid,) = worker.worker_pids()
-        assert pid != os.getpid() and _alive(pid)
+        assert pid != os.getpid() and process_alive(pid)
     finally:
         worker.close()
-    assert not _alive(pid)  # close() ended and reaped it
+    assert not process_alive(pid)  # close() ended and reaped it
 
 
 def test_an_error_in_the_worker_is_the_call_s_and_the_worker_survives(copy_package):
@@ -63,7 +55,7 @@ def test_an_error_in_the_worker_is_the_call_s_and_the_worker_survives(copy_packa
         (pid,) = engine.worker_pids()
         with pytest.raises(GenerationError, match=r"onnxruntime failed on a batch of shape \[1, 3\] of model.onnx"):
             engine.embed(["vantor"])
-        assert engine.worker_pids() == [pid] and _alive(pid)
+        assert engine.worker_pids() == [pid] and process_alive(pid)
         assert len(engine.embed(["1"]).vectors[0]) == 4
     finally:
         engine.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TINY_LLAMA
+from conftest import TINY_LLAMA, process_alive
 from ryzenai_core import (
     ChatMessage,
     ConfigError,
@@ -447,21 +447,13 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
 
 
 # ---------------------------------------------------------------- close
-def _exited(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_close_ends_the_worker_and_the_next_call_starts_a_new_one(own_copy):
     engine = Engine.get(own_copy, execution="process")
     engine.load()
     old = engine.backend
     pid = old.pid
     engine.close()
-    assert _exited(pid) and old.pid is None and engine._backend is None
+    assert not process_alive(pid) and old.pid is None and engine._backend is None
     engine.close()  # closing twice is harmless
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
     assert engine.backend.pid not in (None, pid)
@@ -492,7 +484,7 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
         inline.generate(MSGS, validated_options(max_new_tokens=SHORT))  # kv_reuse keeps a cached generator
         assert inline.backend.session._cached is not None
         Engine.close_all()
-        assert all(_exited(pid) for pid in pids if pid is not None)
+        assert all(not process_alive(pid) for pid in pids if pid is not None)
         assert all(e._backend is None for e in (a, b, inline))
         for engine in (a, b, inline):
             assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
