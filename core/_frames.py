@@ -1,12 +1,13 @@
-"""Length-prefixed pickle frames between the engine and its worker process."""
+"""Length-prefixed pickle frames between the engines and their worker processes, and ending a worker."""
 
 from __future__ import annotations
 
 import pickle
+import subprocess
 import threading
 from typing import IO, Any
 
-__all__ = ["portable_exception", "read_frame", "write_frame"]
+__all__ = ["portable_exception", "read_frame", "reap", "write_frame"]
 
 _HEADER = 4
 
@@ -58,3 +59,29 @@ def portable_exception(exc: BaseException) -> BaseException:
         return exc
     except Exception:  # noqa: BLE001
         return GenerationError(f"{type(exc).__name__}: {exc}")
+
+
+def reap(proc: subprocess.Popen[bytes], timeout: float | None = None) -> int:
+    """End a worker: close its stdin (it exits at the end of its input), wait, close its stdout.
+
+    A worker still running after ``timeout`` seconds is killed.
+
+    Returns:
+        its exit code.
+    """
+    _close(proc.stdin)
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    _close(proc.stdout)
+    return code
+
+
+def _close(pipe: IO[bytes] | None) -> None:
+    try:
+        if pipe is not None:
+            pipe.close()
+    except OSError:  # a pipe already broken
+        pass

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from ._frames import read_frame, write_frame
+from ._frames import read_frame, reap, write_frame
 from .budget import ContextBudget
 from .errors import (
     ConfigError,
@@ -547,21 +547,6 @@ class _WorkerBackend:
         self._lock = threading.Lock()
         self._ids = 0
 
-    @staticmethod
-    def _reap(proc: subprocess.Popen[bytes], timeout: float | None = None) -> int:
-        """Close the pipes and wait for the process; its exit code."""
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:  # pragma: no cover - a broken pipe on close
-                    pass
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a stuck runtime
-            proc.kill()
-            return proc.wait()
-
     def _start(self) -> subprocess.Popen[bytes]:
         proc = subprocess.Popen(  # noqa: S603 - this package's own module
             [sys.executable, "-m", "ryzenai_core.embedding_worker"],
@@ -575,13 +560,13 @@ class _WorkerBackend:
         except OSError:
             reply = None
         if reply is None:
-            code = self._reap(proc)
+            code = reap(proc)
             raise WorkerDiedError(
                 f"the embedding worker for {Path(self.spec.onnx_file).name} died while opening its session "
                 f"(exit code {code}; an execution provider crash?). The next call starts a new worker"
             )
         if reply[0] == "failed":
-            self._reap(proc)
+            reap(proc)
             raise reply[1]
         self.pid = proc.pid
         log.info("embedding worker %s started for %s (%s)", proc.pid, self.spec.onnx_file, reply[1])
@@ -590,7 +575,7 @@ class _WorkerBackend:
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         with self._lock:
             if self.proc is not None and self.proc.poll() is not None:
-                code = self._reap(self.proc)
+                code = reap(self.proc)
                 log.warning("embedding worker %s had exited (code %s); starting a new one", self.pid, code)
                 self.proc = None
             if self.proc is None:
@@ -605,7 +590,7 @@ class _WorkerBackend:
                 reply = None
             if reply is None:
                 self.proc = None
-                code = self._reap(proc)
+                code = reap(proc)
                 raise WorkerDiedError(
                     f"the embedding worker {proc.pid} died (exit code {code}) while embedding a batch of "
                     f"{ids.shape[0]} x {ids.shape[1]} tokens; this call failed, the next call starts a new worker"
@@ -619,7 +604,7 @@ class _WorkerBackend:
         with self._lock:
             proc, self.proc = self.proc, None
         if proc is not None:
-            self._reap(proc, timeout=10)
+            reap(proc, timeout=10)
 
 
 def _file_digest(path: Path) -> str:

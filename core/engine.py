@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import session as _session
-from ._frames import read_frame, write_frame
+from ._frames import read_frame, reap, write_frame
 from .budget import ContextBudget
 from .chat_template import ChatTemplate, PackageTemplates
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, WorkerDiedError
@@ -343,12 +343,7 @@ class _WorkerBackend(_Backend):
             except Exception:  # noqa: BLE001 - it exited before reading, or wrote a torn frame
                 ready = None
             if ready != ("ready",):
-                try:
-                    code = proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    code = proc.wait()
-                _close_pipes(proc)
+                code = reap(proc, timeout=10)
                 if isinstance(ready, tuple) and ready[0] == "failed":
                     raise ready[1]  # the session could not start (a package that broke since): its own error
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
@@ -387,8 +382,7 @@ class _WorkerBackend(_Backend):
             handler = self._handlers.get(msg[1])
             if handler is not None:
                 handler(msg)
-        code = proc.wait()
-        _close_pipes(proc)
+        code = reap(proc)
         if self._running is not None and self._sent_to.get(self._running) == proc.pid:
             self._running = None
         err = WorkerDiedError(
@@ -531,25 +525,8 @@ class _WorkerBackend(_Backend):
 
     def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            assert proc.stdin is not None
-            proc.stdin.close()
-            proc.wait(timeout=5)
-        except Exception:  # noqa: BLE001
-            proc.kill()
-            proc.wait()
-        _close_pipes(proc)
-
-
-def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
-    for pipe in (proc.stdin, proc.stdout):
-        try:
-            if pipe is not None:
-                pipe.close()
-        except OSError:
-            pass
+        if proc is not None:
+            reap(proc, timeout=5)
 
 
 # ---------------------------------------------------------------------- engine

@@ -34,7 +34,7 @@ from ryzenai_core import (
     WorkerDiedError,
 )
 from ryzenai_core import engine as engine_module
-from ryzenai_core._frames import read_frame, write_frame
+from ryzenai_core._frames import read_frame, reap, write_frame
 from ryzenai_core.engine import _InlineBackend, _WorkerBackend
 from ryzenai_core.errors import ContextWindowExceededError
 from ryzenai_core.options import validated_options
@@ -301,8 +301,7 @@ def test_a_write_to_a_worker_that_is_gone_is_worker_died(own_copy):
     finally:
         backend._proc = None
         gone.kill()
-        gone.wait()
-        engine_module._close_pipes(gone)
+        reap(gone)
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
 
 
