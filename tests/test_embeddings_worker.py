@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import numpy as np
 import onnx
@@ -66,6 +67,8 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
     try:
         want = engine.embed(TEXTS).vectors
         (pid,) = engine.worker_pids()
+        (backend,) = engine._backends.values()
+        batches = backend._ids  # batches sent so far: the call below sends one more
         os.kill(pid, signal.SIGSTOP)  # the worker cannot answer: the call below waits on it
         errors: list[BaseException] = []
 
@@ -77,6 +80,8 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
 
         t = threading.Thread(target=call)
         t.start()
+        while backend._ids == batches and t.is_alive():  # the call has sent its batch (not found the worker dead)
+            time.sleep(0.01)
         os.kill(pid, signal.SIGKILL)  # an execution provider crash, as the caller sees it
         t.join(timeout=30)
         assert not t.is_alive()
