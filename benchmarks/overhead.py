@@ -51,6 +51,8 @@ MODELS = {
     "tiny-llama": ROOT / "tests" / "fixtures" / "models" / "tiny-llama",
 }
 THREADS = 2
+#: ONNX Runtime session options of every side (``--session-options``), e.g. no spinning threads.
+SESSION_OPTIONS: dict[str, Any] = {}
 SYSTEM = "You answer questions about Ryzen AI model packages."
 USER = "What is a prefill bucket and why is the prompt padded to it? " * 4
 
@@ -61,7 +63,8 @@ Run = tuple[float, float, int]
 def raw_method(model_path: Path, prompt: str, new: int) -> Callable[[], Run]:
     """The plain OGA streaming loop, from the rendered prompt's text."""
     cfg = og.Config(str(model_path))
-    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": THREADS}}}}))
+    session_options = {"intra_op_num_threads": THREADS, **SESSION_OPTIONS}
+    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": session_options}}}))
     model = og.Model(cfg)
     tokenizer = og.Tokenizer(model)
 
@@ -122,7 +125,10 @@ def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tu
 
         from langchain_ryzenai import ChatRyzenAI
 
-        llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False)
+        llm = ChatRyzenAI(
+            model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False,
+            session_options=SESSION_OPTIONS,
+        )
         lc_messages = [SystemMessage(SYSTEM), HumanMessage(USER)]
 
         def langchain() -> Iterator[tuple[str, int]]:
@@ -138,7 +144,10 @@ def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tu
 
         from llamaindex_ryzenai import RyzenAILLM
 
-        li = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False)
+        li = RyzenAILLM(
+            model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False,
+            session_options=SESSION_OPTIONS,
+        )
         li_messages = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
 
         def llamaindex() -> Iterator[tuple[str, int]]:
@@ -180,8 +189,9 @@ def process_cpu(pid: int | None) -> float:
 
 def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     """Every method on one model, ``rounds`` interleaved rounds."""
-    inline = Engine.get(path, num_threads=THREADS, execution="inline")
-    worker = Engine.get(path, num_threads=THREADS, execution="process")
+    opts = SESSION_OPTIONS or None
+    inline = Engine.get(path, num_threads=THREADS, execution="inline", session_options=opts)
+    worker = Engine.get(path, num_threads=THREADS, execution="process", session_options=opts)
     inline.load()
     worker.load()
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
@@ -276,10 +286,15 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/overhead.json)")
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. the load on the machine)")
     parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
+    parser.add_argument("--session-options", type=json.loads, default={},
+                        help='ONNX Runtime session options of every side, as JSON (e.g. '
+                        '\'{"session.intra_op.allow_spinning": "0"}\')')
     args = parser.parse_args()
     THREADS = args.threads
+    SESSION_OPTIONS.update(args.session_options)
     results: dict[str, Any] = {
         "threads": THREADS,
+        "session_options": SESSION_OPTIONS,
         "cpus": os.cpu_count(),
         "onnxruntime_genai": og.__version__,
         "label": args.label,

@@ -237,7 +237,12 @@ class _Backend:
 
 
 class _InlineBackend(_Backend):
-    """The model in this process; each generation runs on its own thread, so every wait has a deadline."""
+    """The model in this process.
+
+    A sync stream without a timeout runs in the caller's thread: there is no deadline to watch
+    while the model works, and no hand-over per token. Every other call runs its generation on
+    a thread of its own, so every wait has a deadline and an event loop is never blocked.
+    """
 
     def __init__(self, key: SessionKey) -> None:
         self.session = Session(key)
@@ -250,6 +255,14 @@ class _InlineBackend(_Backend):
 
     def ensure_loaded(self) -> None:
         self.session.load()
+
+    def stream(self, request: Request) -> Generator[Chunk, None, None]:
+        if request.timeout is not None:
+            yield from super().stream(request)
+            return
+        control = CallControl()
+        control.budget_name = request.options.called("max_new_tokens")
+        yield from self.session.stream(request.messages, request.options, control)
 
     def launch(self, call: _Pending) -> None:
         request, put = call.request, call.put

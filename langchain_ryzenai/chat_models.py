@@ -196,6 +196,9 @@ class ChatRyzenAI(BaseChatModel):
     num_threads: int | None = Field(None, ge=1, description="CPU threads of the runtime")
     release: str | None = Field(None, description="Ryzen AI release to plan the budget for (default: detected)")
     execution: Literal["process", "inline"] | None = Field(None, description="run the model in a worker process")
+    session_options: dict[str, Any] = Field(
+        default_factory=dict, description="ONNX Runtime session options overlaid on the package's"
+    )
     enable_thinking: bool | None = Field(
         None,
         validation_alias=AliasChoices("enable_thinking", "reasoning"),
@@ -248,6 +251,7 @@ class ChatRyzenAI(BaseChatModel):
             "model": self.model,
             "provider": self.provider,
             "execution": self.execution,
+            "session_options": self.session_options,
             "release": self.release,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
@@ -289,6 +293,7 @@ class ChatRyzenAI(BaseChatModel):
             num_threads=self.num_threads,
             release=self.release,
             execution=self.execution,
+            session_options=self.session_options or None,
         )
 
     def _requested(self, kwargs: Mapping[str, Any]) -> str:

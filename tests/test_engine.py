@@ -393,3 +393,22 @@ def test_guidance_the_runtime_rejects_while_generating_is_typed_and_the_next_cal
             engine.generate(MSGS, opts(max_new_tokens=6, guidance={"type": "regex", "data": "a{99999999}"}), timeout=30)
         again = engine.generate(MSGS, opts(max_new_tokens=6, kv_reuse=False), timeout=30)
         assert again.text == cold and again.usage.completion_tokens == 6
+
+
+
+def test_inline_sync_stream_without_timeout_runs_in_the_callers_thread(monkeypatch):
+    """No deadline to watch: no thread and no hand-over per token; with a timeout, a thread of its own."""
+    e = Engine.get(TINY_LLAMA, execution="inline")
+    session = e.backend.session
+    ran_in: list[str] = []
+    real = session.stream
+
+    def recorded(*args, **kwargs):
+        ran_in.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(session, "stream", recorded)
+    plain = [c.text for c in e.stream(MSGS, opts(max_new_tokens=6, kv_reuse=False))]
+    timed = [c.text for c in e.stream(MSGS, opts(max_new_tokens=6, kv_reuse=False), timeout=30)]
+    assert ran_in == [threading.current_thread().name, "ryzenai-inline-generation"]
+    assert plain == timed and len(plain) >= 1

@@ -821,3 +821,17 @@ async def test_chains_async(params):
     final = await llm.bind_tools([add]).ainvoke(messages)
     assert isinstance(final, AIMessage)
     assert final.usage_metadata["input_tokens"] == llm.get_num_tokens_from_messages(messages, tools=[add])
+
+
+def test_session_options_reach_the_engine_as_in_llamaindex():
+    from llamaindex_ryzenai import RyzenAILLM
+
+    so = {"log_severity_level": 3}
+    llm = ChatRyzenAI(model=str(TINY_LLAMA), execution="inline", session_options=so, max_tokens=2)
+    li = RyzenAILLM(model=str(TINY_LLAMA), execution="inline", session_options=so)
+    assert llm._engine() is li.engine
+    assert json.loads(llm._engine().key.session_options) == so
+    assert llm.invoke("hi").usage_metadata["output_tokens"] == 2
+    assert ChatRyzenAI(model=str(TINY_LLAMA), session_options={"enable_profiling": False})._identifying_params[
+        "session_options"
+    ] == {"enable_profiling": False}
