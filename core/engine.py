@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import itertools
 import json
 import logging
@@ -262,7 +263,36 @@ class _InlineBackend(_Backend):
             return
         control = CallControl()
         control.budget_name = request.options.called("max_new_tokens")
-        yield from self.session.stream(request.messages, request.options, control)
+        chunks = self.session.stream(request.messages, request.options, control)
+        kept: collections.deque[Chunk] = collections.deque()
+        failed: list[Exception] = []
+
+        def drain() -> None:
+            """Another call in this thread needs the model while this stream is paused."""
+            control.drain = None
+            try:
+                kept.extend(chunks)
+            except Exception as exc:  # noqa: BLE001 - raised to this stream's reader, in order
+                failed.append(exc)
+
+        control.drain = drain
+        try:
+            while True:
+                if kept:
+                    yield kept.popleft()
+                elif failed:
+                    raise failed.pop()
+                elif control.drain is None:
+                    return  # drained to its end
+                else:
+                    try:
+                        chunk = next(chunks)
+                    except StopIteration:
+                        return
+                    yield chunk
+        finally:
+            control.drain = None
+            chunks.close()
 
     def launch(self, call: _Pending) -> None:
         request, put = call.request, call.put

@@ -133,6 +133,7 @@ class CallControl:
         "budget_name",
         "cancel",
         "deadline",
+        "drain",
         "idle_since",
         "lock",
         "on_phase",
@@ -140,6 +141,7 @@ class CallControl:
         "preempted",
         "prompt_tokens",
         "suspended_since",
+        "thread",
         "timeout",
         "tokens",
     )
@@ -158,6 +160,10 @@ class CallControl:
         self.phase = "queued"
         self.idle_since: float | None = None
         self.suspended_since: float | None = None
+        self.thread: int | None = None  # the thread that runs the generation while it holds the model
+        # Runs a generation paused at a yield to its end, keeping its chunks for its reader: how a
+        # call in the same thread gets the model (set by a stream that runs in its caller's thread).
+        self.drain: Callable[[], None] | None = None
         self.preempted = False
         self.lock = threading.Lock()
         self.tokens = 0
@@ -656,6 +662,19 @@ class Session:
         """Wait for the model: False if cancelled; stops an unread stream holding it (see ABANDON_AFTER)."""
         if self._gen_lock.acquire(timeout=0):
             return True
+        holder = self._holder
+        if (
+            holder is not None
+            and holder.drain is not None
+            and holder.thread == threading.get_ident()
+            and holder.suspended_since is not None
+        ):
+            # The model is held by a stream paused in this very thread (two streams read in
+            # turn, e.g. zipped): it cannot resume while this call waits, so it runs to its
+            # end now and keeps its chunks for its reader.
+            holder.drain()
+            if self._gen_lock.acquire(timeout=0):
+                return True
         control.enter("queued")
         while True:
             wait = 0.25 if control.deadline is None else min(0.25, max(0.0, control.deadline - time.monotonic()))
@@ -723,6 +742,7 @@ class Session:
         if not self._acquire(control):
             return
         self._holder = control
+        control.thread = threading.get_ident()
         owner = True
         deadline = control.deadline
         generator = None

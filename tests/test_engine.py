@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from ryzenai_core import (
     LfsPointerError,
     RuntimeNotAvailableError,
 )
+from ryzenai_core import session as session_module
 from ryzenai_core.engine import Engine
 from ryzenai_core.errors import GenerationTimeoutError, WorkerDiedError
 from ryzenai_core.messages import ChatMessage, ToolCall
@@ -395,7 +397,6 @@ def test_guidance_the_runtime_rejects_while_generating_is_typed_and_the_next_cal
         assert again.text == cold and again.usage.completion_tokens == 6
 
 
-
 def test_inline_sync_stream_without_timeout_runs_in_the_callers_thread(monkeypatch):
     """No deadline to watch: no thread and no hand-over per token; with a timeout, a thread of its own."""
     e = Engine.get(TINY_LLAMA, execution="inline")
@@ -412,3 +413,19 @@ def test_inline_sync_stream_without_timeout_runs_in_the_callers_thread(monkeypat
     timed = [c.text for c in e.stream(MSGS, opts(max_new_tokens=6, kv_reuse=False), timeout=30)]
     assert ran_in == [threading.current_thread().name, "ryzenai-inline-generation"]
     assert plain == timed and len(plain) >= 1
+
+
+def test_inline_streams_read_in_turn_in_one_thread_both_complete(monkeypatch):
+    """Two streams zipped in one thread: the second needs the model the first holds while paused;
+    the first runs to its end (its chunks kept for its reader) instead of being stopped as
+    abandoned after ABANDON_AFTER (raised here so that a stop would not go unnoticed)."""
+    monkeypatch.setattr(session_module, "ABANDON_AFTER", 30.0)
+    e = Engine.get(TINY_LLAMA, execution="inline")
+    o = opts(max_new_tokens=12, kv_reuse=False)
+    other = [ChatMessage("user", "Name a prefill bucket.")]
+    alone = (e.generate(MSGS, o).text, e.generate(other, o).text)
+    a, b = [], []
+    for x, y in itertools.zip_longest(e.stream(MSGS, o), e.stream(other, o)):
+        a.append(x.text if x else "")
+        b.append(y.text if y else "")
+    assert ("".join(a), "".join(b)) == alone
