@@ -307,6 +307,10 @@ class _InlineBackend(_Backend):
 
         threading.Thread(target=produce, daemon=True, name="ryzenai-inline-generation").start()
 
+    def on_wait(self, call: _Pending) -> None:
+        """A call waiting in the thread where a stream holding the model is paused: run that one to its end."""
+        self.session.drain_paused_holder()
+
     def timed_out(self, call: _Pending) -> GenerationTimeoutError:
         call.control.cancel.set()
         return call.control.timeout_error()

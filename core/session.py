@@ -662,19 +662,8 @@ class Session:
         """Wait for the model: False if cancelled; stops an unread stream holding it (see ABANDON_AFTER)."""
         if self._gen_lock.acquire(timeout=0):
             return True
-        holder = self._holder
-        if (
-            holder is not None
-            and holder.drain is not None
-            and holder.thread == threading.get_ident()
-            and holder.suspended_since is not None
-        ):
-            # The model is held by a stream paused in this very thread (two streams read in
-            # turn, e.g. zipped): it cannot resume while this call waits, so it runs to its
-            # end now and keeps its chunks for its reader.
-            holder.drain()
-            if self._gen_lock.acquire(timeout=0):
-                return True
+        if self.drain_paused_holder() and self._gen_lock.acquire(timeout=0):
+            return True
         control.enter("queued")
         while True:
             wait = 0.25 if control.deadline is None else min(0.25, max(0.0, control.deadline - time.monotonic()))
@@ -684,6 +673,27 @@ class Session:
             if control.cancel.is_set():
                 return False
             self._preempt_idle_holder()
+
+    def drain_paused_holder(self) -> bool:
+        """Run to its end a stream paused in this very thread that holds the model.
+
+        Two streams read in turn in one thread (e.g. zipped): the paused one cannot resume
+        while the other waits for the model, so it runs to its end now and keeps its chunks
+        for its reader (``CallControl.drain``, set by a stream that runs in its caller's thread).
+
+        Returns:
+            whether a stream was drained.
+        """
+        holder = self._holder
+        if (
+            holder is None
+            or holder.drain is None
+            or holder.thread != threading.get_ident()
+            or holder.suspended_since is None
+        ):
+            return False
+        holder.drain()
+        return True
 
     def _preempt_idle_holder(self) -> None:
         holder = self._holder

@@ -424,8 +424,9 @@ def test_inline_streams_read_in_turn_in_one_thread_both_complete(monkeypatch):
     o = opts(max_new_tokens=12, kv_reuse=False)
     other = [ChatMessage("user", "Name a prefill bucket.")]
     alone = (e.generate(MSGS, o).text, e.generate(other, o).text)
-    a, b = [], []
-    for x, y in itertools.zip_longest(e.stream(MSGS, o), e.stream(other, o)):
-        a.append(x.text if x else "")
-        b.append(y.text if y else "")
-    assert ("".join(a), "".join(b)) == alone
+    for timeout in (None, 30):  # the second in this thread too, or on a thread of its own (timed)
+        a, b = [], []
+        for x, y in itertools.zip_longest(e.stream(MSGS, o), e.stream(other, o, timeout=timeout)):
+            a.append(x.text if x else "")
+            b.append(y.text if y else "")
+        assert ("".join(a), "".join(b)) == alone
