@@ -86,6 +86,39 @@ REPORT_MARGIN = 0.5
 #: Seconds a worker may take to stop a call that ran out of time before it is replaced by a new one.
 STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 _POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
+#: Seconds a new worker process may take to start and open the package (not to load the model).
+START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
+
+
+def _worker_command() -> list[str]:
+    return [sys.executable, "-m", "ryzenai_core.worker"]
+
+
+def _read_first_frame(proc: subprocess.Popen[bytes]) -> Any:
+    """The worker's first frame.
+
+    None if it exits or tears it, "silent" if it sends nothing within :data:`START_TIMEOUT`
+    seconds (it is killed then).
+    """
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(read_frame(stdout))
+        except Exception:  # noqa: BLE001 - a torn frame
+            got.append(None)
+
+    reader = threading.Thread(target=read, daemon=True, name="ryzenai-worker-start")
+    reader.start()
+    reader.join(START_TIMEOUT)
+    if reader.is_alive():
+        logger.warning("the model worker (pid %s) sent nothing within %s s; stopping it", proc.pid, START_TIMEOUT)
+        proc.kill()
+        reader.join(10)
+        return "silent"
+    return got[0] if got else None
 
 
 class _Pending:
@@ -378,21 +411,23 @@ class _WorkerBackend(_Backend):
             proc = self._proc
             if proc is not None and proc.poll() is None:
                 return proc
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ryzenai_core.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-            )
+            proc = subprocess.Popen(_worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, ("init", self.key), self._write_lock)
-                ready = read_frame(proc.stdout)
-            except Exception:  # noqa: BLE001 - it exited before reading, or wrote a torn frame
-                ready = None
+            except OSError:  # it exited before reading
+                pass
+            ready = _read_first_frame(proc)
             if ready != ("ready",):
                 code = reap(proc, timeout=10)
                 if isinstance(ready, tuple) and ready[0] == "failed":
                     raise ready[1]  # the session could not start (a package that broke since): its own error
+                if ready == "silent":
+                    raise GenerationError(
+                        f"the model worker did not start within {START_TIMEOUT:g} s (RYZENAI_LLM_START_TIMEOUT) "
+                        "and was stopped; see its stderr above. A machine under heavy load may need more: "
+                        "raise RYZENAI_LLM_START_TIMEOUT"
+                    )
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
             self._proc = proc
             threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()

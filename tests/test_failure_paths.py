@@ -263,6 +263,22 @@ def test_a_worker_that_cannot_start_is_a_generation_error_and_the_next_call_work
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
 
 
+def test_a_worker_that_never_answers_is_stopped_after_the_start_timeout(own_copy, tmp_path, monkeypatch):
+    """A worker that hangs before its first frame (a stuck interpreter start) is killed after
+    RYZENAI_LLM_START_TIMEOUT and the call fails, instead of waiting forever; the next call works."""
+    script = tmp_path / "silent-python"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(engine_module.sys, "executable", str(script))
+    monkeypatch.setattr(engine_module, "START_TIMEOUT", 1.0)
+    engine = Engine.get(own_copy, execution="process")
+    with pytest.raises(GenerationError, match=r"did not start within 1 s \(RYZENAI_LLM_START_TIMEOUT\)"):
+        engine.generate(MSGS, validated_options(max_new_tokens=SHORT))
+    assert engine.backend.pid is None
+    monkeypatch.undo()
+    assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
+
+
 @pytest.mark.parametrize("execution", EXECUTIONS)
 def test_a_session_that_cannot_start_is_the_typed_error_and_the_next_call_works(own_copy, execution):
     """The package breaks after the engine was made: the session (in the worker, or inline) cannot start."""
