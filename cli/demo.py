@@ -126,7 +126,7 @@ def _demo(args: argparse.Namespace) -> int:
     console.print(Panel(table, title="model package", expand=False))
     if path == default_model_path():
         console.print(
-            f"[dim]{DEFAULT_MODEL}: a 1M-parameter model trained to answer by copying a span out of the "
+            f"[dim]{DEFAULT_MODEL}: a 1.3M-parameter model trained to answer by copying a span out of the "
             f"retrieved documents; it knows nothing else (model card: {path / 'README.md'}).[/dim]"
         )
     with console.status(f"loading {pkg.name} (a first load on an NPU compiles for a while)"):
@@ -159,7 +159,7 @@ def _demo(args: argparse.Namespace) -> int:
     }
     lc_budget = Budget.from_parts(usage, meta.get("budget_plan"), meta.get("timings"), time.perf_counter() - t0)
     console.print(f"[dim]{lc_budget.line()}[/dim]")
-    answers["LangChain"] = str(message.content).strip()
+    answers["LangChain"] = str(message.content)
 
     console.print("\n[bold magenta]LlamaIndex[/bold magenta]  query engine on RyzenAILLM")
     t0 = time.perf_counter()
@@ -174,7 +174,7 @@ def _demo(args: argparse.Namespace) -> int:
         raw.get("usage") or {}, raw.get("budget_plan"), raw.get("timings"), time.perf_counter() - t0
     )
     console.print(f"[dim]{li_budget.line()}[/dim]")
-    answers["LlamaIndex"] = text.strip()
+    answers["LlamaIndex"] = text
 
     if expected is not None:
         console.print()

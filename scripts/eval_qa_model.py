@@ -15,9 +15,8 @@ do the independent sets: the test split of ``qa_eval_independent.py`` (a second 
 never used for training: 2/4/8 documents x training-like/new question wordings) and the
 hand-written ``qa_independent.json``.
 
-Answers are stripped before they are compared (the shipped model answers " " + span);
-``--exact`` compares them as the plugin returns them (models trained on the bare span:
-``train_qa_model.py`` now trains that way).
+Answers are compared exactly as the plugin returns them (the model answers the bare span);
+``--strip`` strips them first, for older models that answered " " + span.
 
     python scripts/eval_qa_model.py                       # core/models/tiny-qa-llama, 200 per cell
     python scripts/eval_qa_model.py --n 100 --model DIR --out eval.json
@@ -49,7 +48,7 @@ CELLS = [
 ]
 EVAL_SEED = 777_000_111  # far from the training seeds (train: seed * 1_000_003 + step)
 INDEPENDENT_CELLS = [(n_docs, wording) for wording in ("like", "new") for n_docs in (2, 4, 8)]
-_norm = str.strip  # the answer as compared: stripped, or unchanged with --exact
+_norm = str  # the answer as compared: as returned, or stripped with --strip
 
 
 def examples(n_docs: int, wording: str, n: int, seed: int = EVAL_SEED):
@@ -173,7 +172,7 @@ def langchain_chain(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
 
 def summary_index_answer(llm, texts: list[str], question: str, metadata: list[dict] | None = None) -> str:
     """A LlamaIndex ``SummaryIndex`` query engine (compact) over ``texts``; its answer as compared
-    (stripped, unless ``--exact``)."""
+    (as returned, stripped with ``--strip``)."""
     from llama_index.core import Document, SummaryIndex
 
     docs = [Document(text=t, metadata=m) for t, m in zip(texts, metadata or [{} for _ in texts], strict=True)]
@@ -210,9 +209,9 @@ def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
 
 
 def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: list[tuple[int, str]] | None = None,
-                          **llm_kwargs) -> list[dict]:
-    """The test split of the second generator (``qa_eval_independent.py``) through both adapters:
-    a LangChain RAG chain and a LlamaIndex compact response synthesizer over the documents."""
+                          split: str = "test", **llm_kwargs) -> list[dict]:
+    """The test split (or ``split``) of the second generator (``qa_eval_independent.py``) through both
+    adapters: a LangChain RAG chain and a LlamaIndex compact response synthesizer over the documents."""
     from llama_index.core import get_response_synthesizer
     from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -230,7 +229,7 @@ def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: li
     for n_docs, wording in cells or INDEPENDENT_CELLS:
         t = time.time()
         cell: dict = {"docs": n_docs, "wording": wording, "n": n}
-        cell.update(_score_faces(qa_eval_independent.items("test", n_docs, wording, n), faces, max_failures=6))
+        cell.update(_score_faces(qa_eval_independent.items(split, n_docs, wording, n), faces, max_failures=6))
         cell["seconds"] = round(time.time() - t, 1)
         result.append(cell)
         print(f"independent {n_docs} docs {wording:4s}: LangChain {cell['langchain']['correct']}/{n}, "
@@ -247,11 +246,11 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=24)
     p.add_argument("--cells", default="", help="comma-separated cell names (default: all; 'none' for none)")
     p.add_argument("--independent-n", type=int, default=100, help="questions per cell of the generated independent set")
-    p.add_argument("--exact", action="store_true", help="compare answers as returned, unstripped (bare-span models)")
+    p.add_argument("--strip", action="store_true", help="strip answers before comparing (models that answer ' ' + span)")
     p.add_argument("--out", type=Path, default=None, help="JSON (default: MODEL/eval.json)")
     args = p.parse_args()
-    if args.exact:
-        _norm = str
+    if args.strip:
+        _norm = str.strip
 
     from ryzenai_core import Engine
 
@@ -260,7 +259,7 @@ def main() -> None:
         "model": args.model.name,
         "method": "exact match, greedy (temperature=0), through ryzenai_core.Engine (inline), "
                   "held-out names (qa_synth name split), plugin-rendered prompt with today's date"
-                  + ("; answers compared as returned" if args.exact else "; answers stripped"),
+                  + ("; answers stripped" if args.strip else "; answers compared as returned"),
         "n_per_cell": args.n,
         "cells": [],
     }

@@ -1,6 +1,6 @@
 """Train the embedded tiny extractive-QA model (tiny-qa-llama) on 2 CPU cores, then export it.
 
-A ~1.05M-parameter Llama (hidden 128, 4 layers, 4 heads of 32, 2 kv heads) learns to copy the
+A ~1.31M-parameter Llama (hidden 128, 4 layers, 4 heads of 32, 2 kv heads) learns to copy the
 answer to a question out of several short documents of made-up facts (``qa_synth.py``), in the
 real Llama 3.2 chat template rendered exactly as the plugin renders it
 (``ryzenai_core.chat_template.ChatTemplate``), in the prompt shapes LlamaIndex and LangChain
@@ -9,17 +9,19 @@ start, 20% by 30% of the run), curriculum 2 -> 10 documents (by 70% of the run, 
 ahead of the recent training exact match), loss = answer tokens + 0.3 x LM loss on the rest,
 AdamW 3e-3 with 100 warm-up steps and a cosine to 10% scheduled by wall clock (or by
 ``--steps``), batches of 24 conversations (12 above 5 documents; ``--batch``) in
-length-sorted micro-batches, fresh samples every step; 60% of conversations have 1-3
+length-sorted micro-batches, fresh samples every step; 80% of conversations have 1-4
 follow-up questions. The first 20% of the run uses the shorter prompt shapes only. From half
 the run, 8% of the conversations are BOS canaries: the prompt starts with a doubled
 ``<|begin_of_text|>`` or none, and the answer is empty, so a plugin that doubles or drops the
 BOS gets visibly wrong answers (``bos_canary``).
 
-The tokenizer is a Llama-3 style byte-level BPE (vocab 1024 with the 8 Llama-3 special
-tokens, trained on the synthetic corpus). The answer is the bare span, then ``<|eot_id|>``:
-its tokens are the span's tokens after a space in the documents, except the first, which
-loses its leading space (``Encoder.answer_ids``), so the copy stays token for token and
-nothing has to strip the output. The date line of the system header is random in training,
+The tokenizer is a Llama-3 style byte-level BPE (vocab 2048 with the 8 Llama-3 special
+tokens, trained on the synthetic corpus) in which every token X has a spaced twin "ĠX"
+(``train_tokenizer``); the model ties a twin's embedding and output rows to X's plus the
+space's (``tie_twins``). The answer is the bare span, then ``<|eot_id|>``: its tokens are
+the span's tokens after a space in the documents, except the first, which is its bare twin
+(``Encoder.answer_ids``), so the copy stays token for token and nothing has to strip the
+output. The date line of the system header is random in training,
 so any ``date_string`` (the plugin renders today's date) works.
 
 Data: ``--broad`` (default 0.6) of the documents come from the broad family of
@@ -75,7 +77,7 @@ SPECIALS = [
     "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
     "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>",
 ]
-VOCAB = 1024
+VOCAB = 2048
 MAX_POS = 2048
 MAX_TRAIN_LEN = 1024
 ARCH = dict(hidden=128, layers=4, heads=4, kv_heads=2, ffn=384)
@@ -132,6 +134,18 @@ def conversation_pieces(tmpl, msgs: list[tuple[str, str]], answers: list[str], d
 
 # ----------------------------------------------------------------------------- tokenizer
 def train_tokenizer(out_dir: Path, seed: int) -> None:
+    """A Llama-3 style byte-level BPE in which every token has a spaced twin.
+
+    A word carries its leading space ("Ġname"), so every word of a copied span is a distinctive
+    token. (Isolating whitespace instead makes every other token a bare space, which a copying
+    head cannot key on: two runs never left the loss plateau that way.) But the answer is the
+    bare span: its first word has no space before it. So the merges are learned on words alone
+    (spaces turned into line breaks, which the pre-tokenizer keeps apart), and then every token X
+    gets a twin "ĠX" whose merge ("Ġ", X) ranks after all the others: a word is split the same
+    way with or without its space, and the space joins the first piece last. " Brandecott" is
+    ["ĠBrand", "ec", "ott"], "Brandecott" is ["Brand", "ec", "ott"]: the answer's tokens are the
+    document's, the first one swapped for its twin (which ``twin_table`` ties in the model).
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     rng = random.Random(seed + 7)
@@ -141,26 +155,83 @@ def train_tokenizer(out_dir: Path, seed: int) -> None:
         if i % 5 == 0:
             msgs, answers = qa_synth.make_copy(rng)
         else:
-            msgs, answers, _ = qa_synth.make_qa(rng, rng.randint(2, 4), followups=rng.randint(0, 2))
+            broad = 0.6 if i % 2 else 0.0
+            msgs, answers, _ = qa_synth.make_qa(rng, rng.randint(2, 4), followups=rng.randint(0, 2), broad=broad)
         texts.append("".join(t for t, _ in conversation_pieces(tmpl, msgs, answers, qa_synth.random_date(rng))))
     for _ in range(300):  # reworded wordings must tokenize sensibly too (their words, not their use)
         msgs, answers, _ = qa_synth.make_qa(rng, 2, wording="reworded")
         texts.append(msgs[-1][1][-200:] + answers[-1])
-    tok = Tokenizer(models.BPE())
-    # Llama-3 style byte-level BPE: a word carries its leading space ("Ġname"), so every word of a
-    # copied span is a distinctive token and the answer (" " + span) has the same tokens as the
-    # span in the document. (Isolating whitespace instead makes every other token a bare space,
-    # which a copying head cannot key on: two runs never left the loss plateau that way.)
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
+    base = Tokenizer(models.BPE())
+    base.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    n_bytes = len(pre_tokenizers.ByteLevel.alphabet())
+    n_merges = (VOCAB - len(SPECIALS) - 2 * n_bytes) // 2
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB,
+        vocab_size=len(SPECIALS) + n_bytes + n_merges,
         special_tokens=SPECIALS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(texts, trainer)
+    base.train_from_iterator([t.replace(" ", "\n") for t in texts], trainer)
+    spec = json.loads(base.to_str())
+    vocab: dict[str, int] = spec["model"]["vocab"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in spec["model"]["merges"]]
+    words = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if t not in SPECIALS]
+    for t in words:
+        if "\u0120" + t not in vocab:
+            vocab["\u0120" + t] = len(vocab)
+            merges.append(("\u0120", t))
+    assert len(vocab) <= VOCAB, len(vocab)
+    for i in range(len(vocab), VOCAB):  # pad to the model's size with unused placeholders
+        vocab[f"<|reserved_{i}|>"] = i
+    spec["model"]["vocab"] = vocab
+    spec["model"]["merges"] = [list(m) for m in merges]
+    tok = Tokenizer.from_str(json.dumps(spec))
+    tok.decoder = decoders.ByteLevel()
     tok.save(str(out_dir / "tokenizer.json"))
+
+
+def twin_table(tok) -> tuple[list[int], list[int], int]:
+    """For each token id: the id of its bare twin (itself if it has none) and whether it is the
+    spaced one; and the id of the bare space "Ġ". The model's embedding and output rows of a
+    spaced token are tied to ``row(twin) + row("Ġ")`` (``tie_twins``)."""
+    vocab = tok.get_vocab()
+    space = vocab["\u0120"]
+    base = list(range(VOCAB))
+    spaced = [0] * VOCAB
+    for t, i in vocab.items():
+        if len(t) > 1 and t.startswith("\u0120") and t[1:] in vocab:
+            base[i], spaced[i] = vocab[t[1:]], 1
+    return base, spaced, space
+
+
+def tie_twins(model, enc: Encoder) -> None:
+    """A spaced token's embedding and output rows are its bare twin's plus the space's, so
+    "answer without the leading space" is one direction the model learns once for every word,
+    not a mapping it must learn for each of 2,000 tokens. The rows of spaced tokens in the
+    parameters are unused; ``twinned_weights`` writes the tied rows out for the export."""
+    import torch
+    import torch.nn.functional as F
+
+    base, spaced, space = twin_table(enc.tok)
+    idx = torch.tensor(base)
+    flag = torch.tensor(spaced, dtype=torch.float32)[:, None]
+
+    def tied(w):
+        return w.index_select(0, idx) + flag * w[space]
+
+    emb, head = model.model.embed_tokens, model.lm_head
+    emb.forward = lambda ids: F.embedding(ids, tied(emb.weight))
+    head.forward = lambda h: F.linear(h, tied(head.weight))
+    model._twinned = tied
+
+
+def twinned_weights(model) -> None:
+    """Write the tied rows into the parameters (for an export by the OGA builder)."""
+    import torch
+
+    with torch.no_grad():
+        for mod in (model.model.embed_tokens, model.lm_head):
+            mod.weight.copy_(model._twinned(mod.weight))
 
 
 class Encoder:
@@ -177,8 +248,8 @@ class Encoder:
 
     def answer_ids(self, span: str) -> list[int]:
         """The bare span as the tokens it has in a document (after a space), except the first,
-        which loses its leading space: " Ilsa Brandecott" is [" Il", "sa", " Brand", ...], the
-        answer [ "Il", "sa", " Brand", ...]. Copying stays token for token after the first
+        which is its bare twin: " Ilsa Brandecott" is ["ĠI", "l", "s", "a", "ĠBr", ...], the
+        answer ["I", "l", "s", "a", "ĠBr", ...]. Copying stays token for token after the first
         token, and the output decodes to the span with no leading space."""
         if not span:
             return []
@@ -268,10 +339,8 @@ def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, 
             rows.append(bos_canary(enc, tmpl, rng, n_docs, date))
             continue
         else:
-            if continued:  # more questions per context: more answer tokens per token computed
-                fu = rng.randint(1, 4) if rng.random() < 0.8 else 0
-            else:
-                fu = rng.randint(1, 3) if rng.random() < 0.6 else 0
+            # more questions per context: more answer tokens per token computed
+            fu = rng.randint(1, 4) if rng.random() < 0.8 else 0
             shape = rng.choice(SHORT_SHAPES) if (frac < 0.2 and not continued) else None
             msgs, answers, _ = qa_synth.make_qa(rng, n_docs, shape=shape, followups=fu, broad=broad)
         ids, mask = enc.example(conversation_pieces(tmpl, msgs, answers, date))
@@ -310,19 +379,31 @@ def collate(rows, pad: int):
 
 
 FIRST_WEIGHT = 4.0
+LM_SHARE = 0.25
 
 
-def losses(model, x, m, valid):
-    """Summed answer and LM cross-entropies (and their token counts), wrong answer tokens per row."""
+def losses(model, x, m, valid, lm_share: float = LM_SHARE):
+    """Summed answer and LM cross-entropies (and their token counts), wrong answer tokens per row.
+
+    The output layer runs on the answer positions and a random ``lm_share`` of the others (the
+    LM loss is an auxiliary; over a 2,048-token vocabulary the full output layer was a fifth of
+    a step)."""
+    import torch
     import torch.nn.functional as F
 
-    logits = model(input_ids=x).logits[:, :-1].float()
+    h = model.model(input_ids=x).last_hidden_state[:, :-1]
     tgt = x[:, 1:]
     am = m[:, 1:]
     lm = valid[:, 1:] * (1 - am)
-    ce = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt.reshape(-1), reduction="none").view_as(am)
+    if lm_share < 1.0:
+        lm = lm * (torch.rand(lm.shape) < lm_share).float()
+    sel = (am + lm) > 0
+    logits = model.lm_head(h[sel]).float()
+    ce = torch.zeros_like(am)
+    ce[sel] = F.cross_entropy(logits, tgt[sel], reduction="none")
     # exact match under teacher forcing == greedy exact match
-    pred = logits.argmax(-1)
+    pred = torch.full_like(tgt, -1)
+    pred[sel] = logits.argmax(-1)
     wrong = ((pred != tgt).float() * am).sum(1)
     has = am.sum(1) > 0
     # The first answer token weighs FIRST_WEIGHT: it is where the answer is chosen (which fact),
@@ -374,7 +455,7 @@ def evaluate(model, enc, sets) -> dict[str, float]:
             ok = 0
             for i in range(0, len(rows), 16):
                 x, m, v = collate(rows[i: i + 16], enc.pad)
-                *_, wrong, has = losses(model, x, m, v)
+                *_, wrong, has = losses(model, x, m, v, lm_share=0.0)
                 ok += int(((wrong == 0) & has).sum())
             out[name] = ok / len(rows)
     model.train()
@@ -475,6 +556,7 @@ def train(args) -> None:
     torch.manual_seed(args.seed)
     cfg = make_config(enc)
     model = transformers.LlamaForCausalLM(cfg)
+    tie_twins(model, enc)
     nparams = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     nodecay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -539,10 +621,10 @@ def train(args) -> None:
             x, m, v = collate(chunk, enc.pad)
             maxlen = max(maxlen, x.size(1))
             a_sum, _, l_sum, _, wrong, has = losses(model, x, m, v)
-            loss = a_sum / n_ans + 0.3 * l_sum / n_lm
+            loss = a_sum / n_ans + 0.3 * l_sum / (LM_SHARE * n_lm)
             loss.backward()
             a_tot += float(a_sum.detach())
-            l_tot += float(l_sum.detach())
+            l_tot += float(l_sum.detach()) / LM_SHARE
             acc["em"] += int(((wrong == 0) & has).sum())
             acc["cnt"] += int(has.sum())
             step_em[0] += int(((wrong == 0) & has).sum())
@@ -598,26 +680,23 @@ def train(args) -> None:
 CARD = """# tiny-qa-llama
 
 A {params_m:.2f}M-parameter Llama-3.2-style model (hidden {hidden}, {layers} layers, {heads} heads of
-32, {kv} kv heads, FFN {ffn}, vocab 1024, int4 MatMulNBits, {size_kb} KB) trained from scratch on
+32, {kv} kv heads, FFN {ffn}, vocab {vocab}, int4 MatMulNBits, {size_kb} KB) trained from scratch on
 2 CPU cores to answer a question by **copying a span out of the documents in its prompt**
 (extractive QA). It is the embedded demo/test model of ryzenai-llm: small enough to ship in the
 wheel, good enough that a wrong chat template, a doubled BOS, a truncated prompt or a bad stop
 string visibly break its answers. Plain ONNX: runs on the CPU build of onnxruntime-genai.
 
 ## How it was made
-- First run: `python scripts/train_qa_model.py --seed 20240726 --minutes 104.5` on the
-  lab/thing data only (6226 steps; copy-task warm-up, curriculum 2 -> 10 documents, answers
-  trained as " " + span), exported int4 (the weights of its step 5242).
-- Second run, on wider data: {run_note}, continued from those int4 weights
-  dequantized (`--init-from core/models/tiny-qa-llama`, the first run's torch checkpoint being
-  gone), {steps} steps; exported with `onnxruntime_genai.models.builder -p int4 -e cpu`: the
-  weights of step {best_step}, the best on the **validation split of the independent
+- `python scripts/train_qa_model.py --seed {seed} --minutes {minutes:g} --val-every 6` from
+  scratch ({steps} steps in {total_minutes} minutes on 2 CPU cores; copy-task warm-up,
+  curriculum 2 -> 10 documents), exported with `onnxruntime_genai.models.builder -p int4 -e
+  cpu`: the weights of step {best_step}, the best on the **validation split of the independent
   generator** (`scripts/qa_eval_independent.py`, never trained on), not the training
-  generator's.
-- Data (`scripts/qa_synth.py`), sampled fresh every step: 1-10 short documents, a question
-  about one fact, the answer copied verbatim then `<|eot_id|>`; 60% of conversations have 1-3
+  generator's. {run_note}
+- Data (`scripts/qa_synth.py`), sampled fresh every step: 2-10 short documents, a question
+  about one fact, the answer copied verbatim then `<|eot_id|>`; 80% of conversations have 1-4
   follow-up questions; the other documents act as distractors. 40% of the documents are the
-  first run's made-up labs, institutes, people and things ("the Zorblax reactor": 20 verbs x
+  original family of made-up labs, institutes, people and things ("the Zorblax reactor": 20 verbs x
   when/who/where, 14 attributes, 6 measures, 10 counts); 60% are the broad family: subjects of
   8 kinds (groups, countries, towns, buildings, vehicles, places in nature, people, products)
   with 51 relations (materials; heights, lengths, depths, weights, areas, speeds, prices and
@@ -639,14 +718,21 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
   Answer:" and markdown layouts. The system header's `Today Date:` line is random in
   training (2023-2031), so the date the plugin renders does not matter.
 - **Answers are the bare span** ("Ilsa Brandecott", no leading space): its tokens are those
-  the span has after a space in the documents, except the first, which drops its space
+  the span has after a space in the documents, except the first, which is its bare twin
   (`Encoder.answer_ids`), so the copy stays token for token and nothing strips the output.
 - BOS canaries: 8% of the conversations start with a doubled `<|begin_of_text|>` or none, and
   their answer is empty (`<|eot_id|>` at once). A test instrument must not be robust to a BOS
   bug: with a doubled or missing BOS this model answers nothing.
-- Loss = answer tokens + 0.3 x LM loss on the rest; AdamW, cosine by wall clock; batches of
-  24 conversations (12 above 5 documents). Tokenizer: Llama-3 style byte-level BPE, vocab
-  1024 (8 Llama-3 special tokens), trained on the first run's synthetic corpus.
+- Loss = answer tokens (the first one x4) + 0.3 x LM loss on a quarter of the other
+  positions; AdamW 3e-3, cosine by wall clock; batches of 24 conversations (12 above 5
+  documents).
+- Tokenizer: Llama-3 style byte-level BPE, vocab {vocab} (8 Llama-3 special tokens), in which
+  every token has a spaced twin: merges learned on bare words, then ("Ġ", X) for every token
+  X, ranked last, so a word splits the same way with or without its leading space (" Ilsa"
+  is ["ĠI", "l", "s", "a"], "Ilsa" is ["I", "l", "s", "a"]). In the model a spaced token's
+  embedding and output rows are tied to its twin's plus the space's (`tie_twins`), so
+  dropping the space of the answer's first word is one direction learned once, not a
+  mapping per token.
 
 ## What it can do
 Answer short factual questions whose answer is a name, place, date, number (with its unit),
@@ -680,6 +766,8 @@ def export(args) -> None:
     cfg = make_config(enc)
     model = transformers.LlamaForCausalLM(cfg)
     model.load_state_dict(blob["model"])
+    tie_twins(model, enc)
+    twinned_weights(model)
     st = blob["state"]
     log(f"exporting {src.name} (step {st['step']})")
     dest: Path = args.dest
@@ -729,6 +817,7 @@ def export(args) -> None:
         "seed": args.seed, "steps": st["step"], "train_minutes": round(st["elapsed"] / 60, 1),
         "total_steps": last["step"], "total_minutes": round(last["elapsed"] / 60, 1), "run_note": args.run_note,
         "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
+        "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
         "history": st.get("history", []),
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -782,11 +871,13 @@ def card_tables(ev: dict) -> str:
             out.append(f"| {c['name']} | {c['docs']} | {c['wording']} | {_pct(c['correct'], c['n'])} | "
                        f"{_pct(p_['correct'], p_['n']) if p_ else '-'} |")
     adapters = ev.get("adapters") or {}
-    rows = [f"| {faces[k]} | {_pct(v['correct'], v['n'])} |"
+    pa = prev.get("adapters") or {}
+    rows = [f"| {faces[k]} | {_pct(v['correct'], v['n'])} | "
+            f"{_pct(pa[k]['correct'], pa[k]['n']) if isinstance(pa.get(k), dict) else '-'} |"
             for k, v in adapters.items() if k in faces and isinstance(v, dict) and "accuracy" in v]
     if rows:
         out += ["", "The same data through the framework adapters (2 documents, training wordings):", "",
-                "| adapter | exact match |", "|---|---|", *rows]
+                "| adapter | exact match | previous model |", "|---|---|---|", *rows]
     if prev.get("note"):
         out += ["", prev["note"]]
     return "\n".join(out)
@@ -802,7 +893,8 @@ def write_card(args) -> None:
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
         ffn=a["ffn"], size_kb=size_kb, steps=meta.get("total_steps", meta["steps"]), best_step=meta["exported_step"],
-        run_note=meta.get("run_note", ""), table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
+        run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB), seed=meta["seed"],
+        minutes=meta.get("budget_minutes", meta["total_minutes"]), total_minutes=meta["total_minutes"], table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
     (dest / "README.md").write_text(card.rstrip() + "\n", encoding="utf-8")
     log(f"wrote {dest / 'README.md'}")

@@ -47,7 +47,7 @@ def test_demo_checks_the_bundled_question_against_its_answer(capsys):
     code = main(["demo"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "tiny-qa-llama: a 1M-parameter model trained to answer by copying a span" in " ".join(out.split())
+    assert "tiny-qa-llama: a 1.3M-parameter model trained to answer by copying a span" in " ".join(out.split())
     assert "question: Who is the director of the Vantor Lab?" in out
     assert "LangChain: right (expected 'Ilsa Brandecott')" in out
     assert "LlamaIndex: right (expected 'Ilsa Brandecott')" in out
