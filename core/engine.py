@@ -328,6 +328,9 @@ class _InlineBackend(_Backend):
             chunks.close()
 
     def launch(self, call: _Pending) -> None:
+        # A stream paused in this thread that holds the model could not resume while this call
+        # waits for it: it runs to its end first (its chunks kept for its reader).
+        self.session.drain_paused_holder()
         request, put = call.request, call.put
 
         def produce() -> None:
@@ -339,10 +342,6 @@ class _InlineBackend(_Backend):
                 put(("error", exc))
 
         threading.Thread(target=produce, daemon=True, name="ryzenai-inline-generation").start()
-
-    def on_wait(self, call: _Pending) -> None:
-        """A call waiting in the thread where a stream holding the model is paused: run that one to its end."""
-        self.session.drain_paused_holder()
 
     def timed_out(self, call: _Pending) -> GenerationTimeoutError:
         call.control.cancel.set()
