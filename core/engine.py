@@ -90,10 +90,6 @@ _POLL = 0.25  # seconds between looks at unread streams while a call waits for t
 START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
 
 
-def _worker_command() -> list[str]:
-    return [sys.executable, "-m", "ryzenai_core.worker"]
-
-
 def _read_first_frame(proc: subprocess.Popen[bytes]) -> Any:
     """The worker's first frame.
 
@@ -410,7 +406,9 @@ class _WorkerBackend(_Backend):
             proc = self._proc
             if proc is not None and proc.poll() is None:
                 return proc
-            proc = subprocess.Popen(_worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ryzenai_core.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            )
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, ("init", self.key), self._write_lock)

@@ -143,8 +143,9 @@ def train_tokenizer(out_dir: Path, seed: int) -> None:
     (spaces turned into line breaks, which the pre-tokenizer keeps apart), and then every token X
     gets a twin "ĠX" whose merge ("Ġ", X) ranks after all the others: a word is split the same
     way with or without its space, and the space joins the first piece last. " Brandecott" is
-    ["ĠBrand", "ec", "ott"], "Brandecott" is ["Brand", "ec", "ott"]: the answer's tokens are the
-    document's, the first one swapped for its twin (which ``twin_table`` ties in the model).
+    ["ĠBr", "and", "ec", "ot", "t"], "Brandecott" is ["Br", "and", "ec", "ot", "t"]: the
+    answer's tokens are the document's, the first one swapped for its twin (which ``tie_twins``
+    ties in the model).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -894,7 +895,8 @@ def write_card(args) -> None:
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
         ffn=a["ffn"], size_kb=size_kb, steps=meta.get("total_steps", meta["steps"]), best_step=meta["exported_step"],
         run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB), seed=meta["seed"],
-        minutes=meta.get("budget_minutes", meta["total_minutes"]), total_minutes=meta["total_minutes"], table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
+        minutes=meta.get("budget_minutes", meta["total_minutes"]), total_minutes=meta["total_minutes"],
+        table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
     (dest / "README.md").write_text(card.rstrip() + "\n", encoding="utf-8")
     log(f"wrote {dest / 'README.md'}")
