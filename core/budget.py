@@ -84,8 +84,10 @@ class BudgetPlan:
         return self.prompt_tokens + self.max_new_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return asdict(self)
+        """A JSON-ready dict (every field is a number, a flag or a list of numbers)."""
+        d = dict(self.__dict__)
+        d["decode_buckets"] = list(self.decode_buckets)
+        return d
 
 
 @dataclass(frozen=True)

@@ -617,6 +617,8 @@ class Engine:
     """
 
     _registry: dict[tuple[SessionKey, str], Engine] = {}
+    #: how callers named a model (name, working folder, settings) -> its registry key and engine
+    _asked: dict[tuple[Any, ...], tuple[tuple[SessionKey, str], Engine]] = {}
     _registry_lock = threading.Lock()
 
     def __init__(self, key: SessionKey, execution: Execution) -> None:
@@ -648,17 +650,26 @@ class Engine:
         session options overlaid on the package's (``{"log_severity_level": 3}``, ...).
         """
         check_runtime_settings(provider, num_threads)
-        path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
-        resolved = str(path.resolve())
-        key = SessionKey(
-            resolved, provider, num_threads, release, json.dumps(dict(session_options or {}), sort_keys=True)
-        )
         mode = execution or os.environ.get(ENV_EXECUTION, "process")
+        options = json.dumps(dict(session_options), sort_keys=True) if session_options else "{}"
+        asked = None
+        if not isinstance(model, ModelPackage):
+            # A call names its model the same way every time: remember where the name led, so
+            # a call does not look up the folder, embedded model or repository again.
+            text = os.fspath(model)
+            asked = (text, "" if os.path.isabs(text) else os.getcwd(), provider, num_threads, release, mode, options)
+            known = cls._asked.get(asked)
+            if known is not None and cls._registry.get(known[0]) is known[1]:
+                return known[1]
+        path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
+        key = SessionKey(str(path.resolve()), provider, num_threads, release, options)
         with cls._registry_lock:
             engine = cls._registry.get((key, mode))
             if engine is None:
                 engine = cls(key, mode)  # type: ignore[arg-type]
                 cls._registry[(key, mode)] = engine
+            if asked is not None:
+                cls._asked[asked] = ((key, mode), engine)
             return engine
 
     @property

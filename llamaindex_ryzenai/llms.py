@@ -182,7 +182,6 @@ class RyzenAILLM(StructuredOutput):
     )
 
     _engine: Engine | None = PrivateAttr(default=None)
-    _engine_key: str | None = PrivateAttr(default=None)
     _tokenizer: PackageTokenizer | None = PrivateAttr(default=None)
     _scaffold: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
@@ -246,25 +245,19 @@ class RyzenAILLM(StructuredOutput):
     @property
     def engine(self) -> Engine:
         """The shared :class:`~ryzenai_core.engine.Engine` (opened on first use, model loaded lazily)."""
-        key = json.dumps(
-            [self.model, self.provider, self.num_threads, self.release, self.execution, self.session_options],
-            sort_keys=True,
-            default=str,
+        engine = Engine.get(
+            self.model,
+            provider=self.provider,
+            num_threads=self.num_threads,
+            release=self.release,
+            execution=self.execution,
+            session_options=self.session_options or None,
         )
         with self._lock:
-            if self._engine is None or self._engine_key != key:  # a copy with another model, provider, ...
-                engine = Engine.get(
-                    self.model,
-                    provider=self.provider,
-                    num_threads=self.num_threads,
-                    release=self.release,
-                    execution=self.execution,
-                    session_options=self.session_options or None,
-                )
-                if engine is not self._engine:
-                    self._tokenizer, self._scaffold = None, {}
-                self._engine, self._engine_key = engine, key
-            return self._engine
+            if engine is not self._engine:  # the first call, or a copy with another model, provider, ...
+                self._tokenizer, self._scaffold = None, {}
+                self._engine = engine
+            return engine
 
     @property
     def budget(self) -> ContextBudget:

@@ -387,6 +387,24 @@ def test_session_options_reach_the_runtime():
         bad.generate(MSGS, opts(max_new_tokens=2))
 
 
+def test_a_relative_name_is_looked_up_again_from_another_folder(copy_package, monkeypatch):
+    """Engine.get remembers where a name led, but a relative folder name means another folder
+    once the working folder changes; a spelling of the same folder shares the engine."""
+    one, two = copy_package(TINY_LLAMA, "one"), copy_package(TINY_QWEN3, "two")
+    (one / "m").symlink_to(one, target_is_directory=True)
+    (two / "m").symlink_to(two, target_is_directory=True)
+    monkeypatch.chdir(one)
+    first = Engine.get("m", execution="inline")
+    assert Engine.get("m", execution="inline") is first is Engine.get(one, execution="inline")
+    assert first.package.path.resolve() == one.resolve()
+    monkeypatch.chdir(two)
+    second = Engine.get("m", execution="inline")
+    assert second is not first and second.package.path.resolve() == two.resolve()
+    # an engine taken out of the registry is not handed out again
+    Engine._registry.pop((second.key, "inline"))
+    assert Engine.get("m", execution="inline") is not second
+
+
 def test_guidance_the_runtime_rejects_while_generating_is_typed_and_the_next_call_works(engine):
     """This regex compiles, then the runtime fails committing the first token (its lexer gives up)."""
     cold = engine.generate(MSGS, opts(max_new_tokens=6, kv_reuse=False), timeout=60).text
