@@ -534,10 +534,19 @@ class _WorkerBackend(_Backend):
 
     def _resend(self, call: _Pending) -> None:
         """Send a call whose worker died before any output to a new worker (unless its caller left)."""
+        if call.rid not in self._handlers:
+            return
+        control = call.control
+        # Loading the model in the new worker is no part of the call's time (as on a first call).
+        held, control.deadline = control.deadline, None
+        started = time.monotonic()
         try:
-            if call.rid in self._handlers:
+            try:
                 self.ensure_loaded()
-                self.launch(call)
+            finally:
+                if held is not None:
+                    control.deadline = held + (time.monotonic() - started)
+            self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
             call.put(("error", exc))
 

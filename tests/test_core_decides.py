@@ -208,6 +208,35 @@ def test_a_call_whose_worker_died_before_any_output_is_sent_again_for_either_fac
     assert "sending the call again (1 of 1)" in caplog.text
 
 
+def test_the_new_workers_load_does_not_count_in_a_resent_calls_timeout(own_copy, monkeypatch):
+    """A call sent again after its worker died waits for the new worker's model load outside
+    its timeout, as a first call does (a model takes seconds to load on an NPU)."""
+    engine = Engine.get(own_copy, execution="process")
+    engine.load()
+    backend = engine.backend
+    real_read, real_call = engine_module.read_frame, backend.call
+    torn: list[Any] = []
+
+    def tearing(stream: Any) -> Any:
+        message = real_read(stream)
+        if message is not None and message[0] == "delta" and not torn:
+            torn.append(message)
+            raise pickle.UnpicklingError("pickle data was truncated")
+        return message
+
+    def slow_load(method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "load":
+            time.sleep(2.0)  # a load longer than the call's timeout
+        return real_call(method, *args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "read_frame", tearing)
+    monkeypatch.setattr(backend, "call", slow_load)
+    started = time.monotonic()
+    out = engine.generate(CORE_SYSTEM, validated_options(max_new_tokens=4, temperature=0), timeout=1.5)
+    assert torn and out.usage.completion_tokens == 4
+    assert time.monotonic() - started >= 2.0
+
+
 @pytest.fixture
 def own_copy(copy_package) -> Path:
     return copy_package(TINY_LLAMA, "retry-worker")
