@@ -10,7 +10,9 @@ from round to round), on the ~30M-parameter int4 model and on the tiny test fixt
   prompt, ``append_tokens``, then ``generate_next_token`` / ``get_next_tokens`` and
   ``TokenizerStream.decode`` per token);
 - ``core_inline`` / ``core_worker``: ``Engine.stream`` in this process / through the worker process;
-- ``langchain_stream``: ``ChatRyzenAI.stream``; ``llamaindex_stream``: ``RyzenAILLM.stream_chat``.
+- ``langchain_stream``: ``ChatRyzenAI.stream``; ``llamaindex_stream``: ``RyzenAILLM.stream_chat``
+  (both with their default, the worker process; with ``--inline-adapters`` also
+  ``langchain_stream_inline`` and ``llamaindex_stream_inline``, ``execution="inline"``).
 
 Same prompt tokens, same number of new tokens (greedy; a fixed count, checked), the same runtime
 threads, KV prefix reuse off (every call prefills cold). Each round times every method once;
@@ -53,6 +55,8 @@ MODELS = {
 THREADS = 2
 #: ONNX Runtime session options of every side (``--session-options``), e.g. no spinning threads.
 SESSION_OPTIONS: dict[str, Any] = {}
+#: Also time both adapters with ``execution="inline"`` (``--inline-adapters``).
+INLINE_ADAPTERS = False
 SYSTEM = "You answer questions about Ryzen AI model packages."
 USER = "What is a prefill bucket and why is the prompt padded to it? " * 4
 
@@ -114,10 +118,13 @@ def core_method(engine: Engine, new: int) -> Callable[[], Run]:
     return lambda: _timed(pieces)
 
 
-def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tuple[str, int]]]]:
+def adapter_streams(
+    model: Path, new: int, execution: str = "process", suffix: str = ""
+) -> dict[str, Callable[[], Iterator[tuple[str, int]]]]:
     """``ChatRyzenAI.stream`` and ``RyzenAILLM.stream_chat`` (those installed) as (text, new tokens) pieces.
 
-    The token count comes from the last chunk's usage.
+    The token count comes from the last chunk's usage. ``execution`` is the adapters' (their
+    default, the worker process, or ``"inline"``); ``suffix`` is added to the names.
     """
     streams: dict[str, Callable[[], Iterator[tuple[str, int]]]] = {}
     try:
@@ -127,7 +134,7 @@ def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tu
 
         llm = ChatRyzenAI(
             model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False,
-            session_options=SESSION_OPTIONS,
+            session_options=SESSION_OPTIONS, execution=execution,
         )
         lc_messages = [SystemMessage(SYSTEM), HumanMessage(USER)]
 
@@ -136,7 +143,7 @@ def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tu
                 usage = c.usage_metadata
                 yield str(c.content), (usage["output_tokens"] if usage else 0)
 
-        streams["langchain_stream"] = langchain
+        streams["langchain_stream" + suffix] = langchain
     except ImportError:
         pass
     try:
@@ -146,7 +153,7 @@ def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tu
 
         li = RyzenAILLM(
             model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False,
-            session_options=SESSION_OPTIONS,
+            session_options=SESSION_OPTIONS, execution=execution,
         )
         li_messages = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
 
@@ -154,7 +161,7 @@ def adapter_streams(model: Path, new: int) -> dict[str, Callable[[], Iterator[tu
             for r in li.stream_chat(li_messages):
                 yield r.delta or "", int(r.additional_kwargs.get("completion_tokens", 0))
 
-        streams["llamaindex_stream"] = llamaindex
+        streams["llamaindex_stream" + suffix] = llamaindex
     except ImportError:
         pass
     return streams
@@ -203,6 +210,9 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     }
     for k, pieces in adapter_streams(path, new).items():
         live[k] = functools.partial(_timed, pieces)
+    if INLINE_ADAPTERS:
+        for k, pieces in adapter_streams(path, new, "inline", "_inline").items():
+            live[k] = functools.partial(_timed, pieces)
     for fn in live.values():  # warm-up: loads models, compiles templates, fills caches
         fn()
     runs: dict[str, list[Run]] = {k: [] for k in live}
@@ -257,7 +267,8 @@ def markdown_rows(results: dict[str, Any]) -> list[str]:
     rows = []
     for name, res in results["models"].items():
         cells = []
-        for k in ("core_inline", "core_worker", "langchain_stream", "llamaindex_stream"):
+        for k in ("core_inline", "core_worker", "langchain_stream", "llamaindex_stream",
+                  *(("langchain_stream_inline", "llamaindex_stream_inline") if INLINE_ADAPTERS else ())):
             if k not in res["speed_vs_raw"]:
                 cells.append("-")
                 continue
@@ -278,7 +289,7 @@ def load_average() -> list[float]:
 
 
 def main() -> None:
-    global THREADS
+    global THREADS, INLINE_ADAPTERS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -289,12 +300,16 @@ def main() -> None:
     parser.add_argument("--session-options", type=json.loads, default={},
                         help='ONNX Runtime session options of every side, as JSON (e.g. '
                         '\'{"session.intra_op.allow_spinning": "0"}\')')
+    parser.add_argument("--inline-adapters", action="store_true",
+                        help='also time both adapters with execution="inline" (no worker process)')
     args = parser.parse_args()
     THREADS = args.threads
+    INLINE_ADAPTERS = args.inline_adapters
     SESSION_OPTIONS.update(args.session_options)
     results: dict[str, Any] = {
         "threads": THREADS,
         "session_options": SESSION_OPTIONS,
+        "inline_adapters": INLINE_ADAPTERS,
         "cpus": os.cpu_count(),
         "onnxruntime_genai": og.__version__,
         "label": args.label,
@@ -313,12 +328,12 @@ def main() -> None:
             f"{args.rounds} rounds; raw loop {res['raw_ms_per_token']:.3f} ms/token, TTFT {res['raw_ttft_ms']:.1f} ms; "
             f"template render {res['template_render_ms']:.2f} ms"
         )
-        print(f"  {'method':<20}{'speed vs raw (min-max)':>26}{'us/token over raw':>20}{'TTFT over raw, ms':>20}"
+        print(f"  {'method':<26}{'speed vs raw (min-max)':>26}{'us/token over raw':>20}{'TTFT over raw, ms':>20}"
               f"{'CPU time vs raw':>18}")
         for k, s in res["speed_vs_raw"].items():
             o, t, c = res["overhead_us_per_token"][k], res["ttft_overhead_ms"][k], res["cpu_time_vs_raw"][k]
             print(
-                f"  {k:<20}{s['median']:>10.3f}x ({s['min']:.3f}-{s['max']:.3f}){o['median']:>14.1f}"
+                f"  {k:<26}{s['median']:>10.3f}x ({s['min']:.3f}-{s['max']:.3f}){o['median']:>14.1f}"
                 f"{t['median']:>20.2f}{c['median']:>17.3f}x"
             )
         with contextlib.suppress(Exception):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from collections import defaultdict
@@ -185,13 +186,33 @@ def _score_faces(items: list[dict], answer: dict, max_failures: int | None = Non
     res: dict = {}
     for face, ask in answer.items():
         ok, fails = 0, []
+        kinds = {kind: 0 for kind in ERROR_KINDS}
         for item in items:
             got = _norm(ask(item))
             ok += got == item["answer"]
-            if got != item["answer"] and (max_failures is None or len(fails) < max_failures):
-                fails.append({"question": item["question"], "expected": item["answer"], "got": got})
-        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "failures": fails}
+            if got != item["answer"]:
+                kinds[error_kind(got, item)] += 1
+                if max_failures is None or len(fails) < max_failures:
+                    fails.append({"question": item["question"], "expected": item["answer"], "got": got})
+        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "errors": kinds,
+                     "failures": fails}
     return res
+
+
+#: What a wrong answer is: part of the right span, another whole span of the documents (the
+#: answer to another question), or text that is in no document (a garbled copy).
+ERROR_KINDS = ("part_of_answer", "other_span", "not_in_documents")
+
+
+def error_kind(got: str, item: dict) -> str:
+    """Which of :data:`ERROR_KINDS` a wrong answer ``got`` is."""
+    want = item["answer"]
+    if got and (got in want or want in got):
+        return "part_of_answer"
+    text = "\n".join(item["documents"])
+    if got and re.search(r"(?<!\w)" + re.escape(got) + r"(?!\w)", text):
+        return "other_span"
+    return "not_in_documents"
 
 
 def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTEM, **llm_kwargs) -> dict:
