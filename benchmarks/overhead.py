@@ -119,12 +119,13 @@ def core_method(engine: Engine, new: int) -> Callable[[], Run]:
 
 
 def adapter_streams(
-    model: Path, new: int, execution: str = "process", suffix: str = ""
+    model: Path, new: int, execution: str | None = None, suffix: str = ""
 ) -> dict[str, Callable[[], Iterator[tuple[str, int]]]]:
     """``ChatRyzenAI.stream`` and ``RyzenAILLM.stream_chat`` (those installed) as (text, new tokens) pieces.
 
-    The token count comes from the last chunk's usage. ``execution`` is the adapters' (their
-    default, the worker process, or ``"inline"``); ``suffix`` is added to the names.
+    The token count comes from the last chunk's usage. ``execution`` is the adapters' (None: their
+    default, the worker process unless ``RYZENAI_LLM_EXECUTION`` says otherwise); ``suffix`` is
+    added to the names.
     """
     streams: dict[str, Callable[[], Iterator[tuple[str, int]]]] = {}
     try:
@@ -263,12 +264,13 @@ def _summary(values: list[float], digits: int) -> dict[str, float]:
 
 
 def markdown_rows(results: dict[str, Any]) -> list[str]:
-    """One README table row per model: speed (lowest-highest), CPU time and TTFT overhead of each method."""
+    """One README table row per model: speed (lowest-highest), CPU time and TTFT overhead of each method
+    (with ``--inline-adapters``, two more cells: the adapters with ``execution="inline"``)."""
     rows = []
     for name, res in results["models"].items():
         cells = []
-        for k in ("core_inline", "core_worker", "langchain_stream", "llamaindex_stream",
-                  *(("langchain_stream_inline", "llamaindex_stream_inline") if INLINE_ADAPTERS else ())):
+        inline = ("langchain_stream_inline", "llamaindex_stream_inline") if results.get("inline_adapters") else ()
+        for k in ("core_inline", "core_worker", "langchain_stream", "llamaindex_stream", *inline):
             if k not in res["speed_vs_raw"]:
                 cells.append("-")
                 continue

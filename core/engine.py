@@ -360,9 +360,10 @@ def _caller_deadline(control: CallControl) -> float | None:
     The deadline, plus a margin once the model works on the call (it reports its own timeout
     between tokens); a queued call cannot report, so it gets no margin.
     """
-    if control.deadline is None:
+    deadline = control.deadline  # read once: a resent call's is put aside while a new worker loads
+    if deadline is None:
         return None
-    return control.deadline + (0.0 if control.phase == "queued" else REPORT_MARGIN)
+    return deadline + (0.0 if control.phase == "queued" else REPORT_MARGIN)
 
 
 def _wait_slice(control: CallControl) -> float | None:
@@ -538,6 +539,9 @@ class _WorkerBackend(_Backend):
             return
         control = call.control
         # Loading the model in the new worker is no part of the call's time (as on a first call).
+        # "queued" first: the caller then looks again every _POLL seconds, so it sees the
+        # deadline come back (it would otherwise block without one).
+        control.phase = "queued"
         held, control.deadline = control.deadline, None
         started = time.monotonic()
         try:
@@ -546,7 +550,8 @@ class _WorkerBackend(_Backend):
             finally:
                 if held is not None:
                     control.deadline = held + (time.monotonic() - started)
-            self.launch(call)
+            if call.rid in self._handlers:  # its caller may have left during the load
+                self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
             call.put(("error", exc))
 
@@ -618,6 +623,15 @@ class _WorkerBackend(_Backend):
 
 
 # ---------------------------------------------------------------------- engine
+def _folder_identity(name: str) -> tuple[int, int] | None:
+    """(device, inode) of what ``name`` names in the file system (a symlink's target), None if nothing."""
+    try:
+        st = os.stat(name)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class Engine:
     """A model package, ready to generate: see the module docstring.
 
@@ -626,8 +640,8 @@ class Engine:
     """
 
     _registry: dict[tuple[SessionKey, str], Engine] = {}
-    #: how callers named a model (name, working folder, settings) -> its registry key and engine
-    _asked: dict[tuple[Any, ...], tuple[tuple[SessionKey, str], Engine]] = {}
+    #: how callers named a model (name and settings) -> the folder the name named then, and the registry key
+    _asked: dict[tuple[Any, ...], tuple[tuple[int, int] | None, tuple[SessionKey, str]]] = {}
     _registry_lock = threading.Lock()
 
     def __init__(self, key: SessionKey, execution: Execution) -> None:
@@ -661,15 +675,17 @@ class Engine:
         check_runtime_settings(provider, num_threads)
         mode = execution or os.environ.get(ENV_EXECUTION, "process")
         options = json.dumps(dict(session_options), sort_keys=True) if session_options else "{}"
-        asked = None
+        asked = folder = None
         if not isinstance(model, ModelPackage):
             # A call names its model the same way every time: remember where the name led, so
-            # a call does not look up the folder, embedded model or repository again.
-            text = os.fspath(model)
-            asked = (text, "" if os.path.isabs(text) else os.getcwd(), provider, num_threads, release, mode, options)
+            # a call does not look the model up again, as long as the name still names the
+            # same folder (or still none: an embedded model, a repository id, resolved once
+            # per process).
+            asked = (os.fspath(model), provider, num_threads, release, mode, options)
+            folder = _folder_identity(asked[0])
             known = cls._asked.get(asked)
-            if known is not None and cls._registry.get(known[0]) is known[1]:
-                return known[1]
+            if known is not None and known[0] == folder and (engine := cls._registry.get(known[1])) is not None:
+                return engine
         path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
         key = SessionKey(str(path.resolve()), provider, num_threads, release, options)
         with cls._registry_lock:
@@ -678,7 +694,7 @@ class Engine:
                 engine = cls(key, mode)  # type: ignore[arg-type]
                 cls._registry[(key, mode)] = engine
             if asked is not None:
-                cls._asked[asked] = ((key, mode), engine)
+                cls._asked[asked] = (folder, (key, mode))
             return engine
 
     @property

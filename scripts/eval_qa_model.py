@@ -199,18 +199,23 @@ def _score_faces(items: list[dict], answer: dict, max_failures: int | None = Non
     return res
 
 
-#: What a wrong answer is: part of the right span, another whole span of the documents (the
-#: answer to another question), or text that is in no document (a garbled copy).
-ERROR_KINDS = ("part_of_answer", "other_span", "not_in_documents")
+#: What a wrong answer is: nothing; the right span with more around it; a part of the right
+#: span; other words of the documents (another fact's answer, a name from the wrong sentence);
+#: or text that is in no document (a garbled copy).
+ERROR_KINDS = ("empty", "contains_answer", "part_of_answer", "other_span", "not_in_documents")
 
 
 def error_kind(got: str, item: dict) -> str:
     """Which of :data:`ERROR_KINDS` a wrong answer ``got`` is."""
     want = item["answer"]
-    if got and (got in want or want in got):
+    if not got.strip():
+        return "empty"
+    if want in got:
+        return "contains_answer"
+    if got.strip() in want:
         return "part_of_answer"
     text = "\n".join(item["documents"])
-    if got and re.search(r"(?<!\w)" + re.escape(got) + r"(?!\w)", text):
+    if re.search(r"(?<!\w)" + re.escape(got.strip()) + r"(?!\w)", text):
         return "other_span"
     return "not_in_documents"
 

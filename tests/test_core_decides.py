@@ -11,6 +11,7 @@ import json
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,35 @@ def test_the_new_workers_load_does_not_count_in_a_resent_calls_timeout(own_copy,
     out = engine.generate(CORE_SYSTEM, validated_options(max_new_tokens=4, temperature=0), timeout=1.5)
     assert torn and out.usage.completion_tokens == 4
     assert time.monotonic() - started >= 2.0
+
+    # The timeout still fires after a resend: here the new worker never answers the call (as
+    # when it waits behind others), and the caller gives up at its timeout plus the load.
+    torn.clear()
+    launches: list[Any] = []
+    real_launch = backend.launch
+
+    def stalled_resend(call: Any) -> None:
+        launches.append(call)
+        if launches.count(call) == 1:
+            real_launch(call)  # the first attempt goes out; the resent one never reaches the worker
+
+    monkeypatch.setattr(backend, "launch", stalled_resend)
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            engine.generate(CORE_SYSTEM, validated_options(max_new_tokens=4, temperature=0), timeout=1.0)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            outcome.append(exc)
+
+    started = time.monotonic()
+    caller = threading.Thread(target=run, daemon=True)
+    caller.start()
+    caller.join(15)
+    assert not caller.is_alive(), "the caller waited past its timeout after the resend"
+    assert torn and len(launches) == 2
+    assert isinstance(outcome[0], GenerationTimeoutError)
+    assert 2.5 <= time.monotonic() - started < 6.0  # the timeout (1 s) plus the load (2 s)
 
 
 @pytest.fixture

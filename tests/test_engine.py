@@ -19,6 +19,7 @@ from ryzenai_core import (
     GenerationError,
     InvalidRequestError,
     LfsPointerError,
+    ModelNotFoundError,
     RuntimeNotAvailableError,
 )
 from ryzenai_core import session as session_module
@@ -387,9 +388,9 @@ def test_session_options_reach_the_runtime():
         bad.generate(MSGS, opts(max_new_tokens=2))
 
 
-def test_a_relative_name_is_looked_up_again_from_another_folder(copy_package, monkeypatch):
-    """Engine.get remembers where a name led, but a relative folder name means another folder
-    once the working folder changes; a spelling of the same folder shares the engine."""
+def test_a_name_is_looked_up_again_when_it_names_another_folder(copy_package, monkeypatch, tmp_path):
+    """Engine.get remembers where a name led, but not past the folder it names: a relative
+    name from another working folder, a symlink pointed elsewhere, a folder that is gone."""
     one, two = copy_package(TINY_LLAMA, "one"), copy_package(TINY_QWEN3, "two")
     (one / "m").symlink_to(one, target_is_directory=True)
     (two / "m").symlink_to(two, target_is_directory=True)
@@ -403,6 +404,15 @@ def test_a_relative_name_is_looked_up_again_from_another_folder(copy_package, mo
     # an engine taken out of the registry is not handed out again
     Engine._registry.pop((second.key, "inline"))
     assert Engine.get("m", execution="inline") is not second
+    link = tmp_path / "current-model"
+    link.symlink_to(one, target_is_directory=True)
+    assert Engine.get(link, execution="inline") is first
+    link.unlink()
+    link.symlink_to(two, target_is_directory=True)
+    assert Engine.get(link, execution="inline").package.path.resolve() == two.resolve()
+    link.unlink()
+    with pytest.raises(ModelNotFoundError):
+        Engine.get(link, execution="inline")
 
 
 def test_guidance_the_runtime_rejects_while_generating_is_typed_and_the_next_call_works(engine):
