@@ -272,6 +272,8 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=24)
     p.add_argument("--cells", default="", help="comma-separated cell names (default: all; 'none' for none)")
     p.add_argument("--independent-n", type=int, default=100, help="questions per cell of the generated independent set")
+    p.add_argument("--independent-split", default="test", choices=["test", "val"],
+                   help="split of the generated independent set (val: for choosing a checkpoint)")
     p.add_argument("--strip", action="store_true", help="strip answers before comparing (models that answer ' ' + span)")
     p.add_argument("--out", type=Path, default=None, help="JSON (default: MODEL/eval.json)")
     args = p.parse_args()
@@ -309,7 +311,10 @@ def main() -> None:
         result["independent"] = independent_set(args.model, args.max_new_tokens)
         print("independent set:", {k: v["accuracy"] for k, v in result["independent"].items() if k != "n"})
     if args.independent_n:
-        result["independent_generated"] = generated_independent(args.model, args.independent_n, args.max_new_tokens)
+        result["independent_generated"] = generated_independent(
+            args.model, args.independent_n, args.max_new_tokens, split=args.independent_split)
+        if args.independent_split != "test":
+            result["independent_split"] = args.independent_split
     out = args.out or args.model / "eval.json"
     if out.exists():
         old = json.loads(out.read_text(encoding="utf-8"))

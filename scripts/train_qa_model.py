@@ -574,7 +574,10 @@ def train(args) -> None:
         model.load_state_dict(blob["model"])
         opt.load_state_dict(blob["opt"])
         state = blob["state"]
-        state["budget"] = state["elapsed"] + args.minutes * 60 if args.extend else state["budget"]
+        if args.extend:  # a longer run: the cosine goes on from where the longer schedule puts it
+            state["budget"] = state["elapsed"] + args.minutes * 60
+            state.setdefault("extended", []).append(
+                {"at_step": state["step"], "at_minutes": round(state["elapsed"] / 60, 1), "minutes": args.minutes})
         log(f"resumed at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
     log(f"model: {nparams:,} parameters, arch {ARCH}, vocab {VOCAB}; seed {args.seed}; "
         f"budget {state['budget'] / 60:.1f} min" + (f" / {args.steps} steps" if args.steps else ""))
@@ -689,7 +692,7 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
 
 ## How it was made
 - `python scripts/train_qa_model.py --seed {seed} --minutes {minutes:g} --val-every 6` from
-  scratch ({steps} steps in {total_minutes} minutes on 2 CPU cores; copy-task warm-up,
+  scratch{extended} ({steps} steps in {total_minutes} minutes on 2 CPU cores; copy-task warm-up,
   curriculum 2 -> 10 documents), exported with `onnxruntime_genai.models.builder -p int4 -e
   cpu`: the weights of step {best_step}, the best on the **validation split of the independent
   generator** (`scripts/qa_eval_independent.py`, never trained on), not the training
@@ -819,6 +822,7 @@ def export(args) -> None:
         "total_steps": last["step"], "total_minutes": round(last["elapsed"] / 60, 1), "run_note": args.run_note,
         "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
         "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
+        "extended": last.get("extended", []),
         "history": st.get("history", []),
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -891,11 +895,16 @@ def write_card(args) -> None:
     ev = json.loads((dest / "eval.json").read_text(encoding="utf-8"))
     size_kb = sum(p.stat().st_size for p in dest.iterdir() if p.name.startswith("model.onnx")) // 1024
     a = meta["arch"]
+    ext = meta.get("extended") or []
+    extended = "".join(
+        f", then continued with `--resume --extend --minutes {e['minutes']:g}` from step {e['at_step']}"
+        f" ({e['at_minutes']:g} min; the cosine schedule stretched to the new length)" for e in ext)
+    first_minutes = ext[0]["at_minutes"] if ext else meta.get("budget_minutes", meta["total_minutes"])
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
         ffn=a["ffn"], size_kb=size_kb, steps=meta.get("total_steps", meta["steps"]), best_step=meta["exported_step"],
         run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB), seed=meta["seed"],
-        minutes=meta.get("budget_minutes", meta["total_minutes"]), total_minutes=meta["total_minutes"],
+        minutes=first_minutes, total_minutes=meta["total_minutes"], extended=extended,
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
     (dest / "README.md").write_text(card.rstrip() + "\n", encoding="utf-8")
