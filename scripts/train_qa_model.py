@@ -692,7 +692,7 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
 
 ## How it was made
 - `python scripts/train_qa_model.py --seed {seed} --minutes {minutes:g} --val-every 6` from
-  scratch{extended} ({steps} steps in {total_minutes} minutes on 2 CPU cores; copy-task warm-up,
+  scratch{extended}: {steps} steps in {total_minutes} minutes on 2 CPU cores (copy-task warm-up,
   curriculum 2 -> 10 documents), exported with `onnxruntime_genai.models.builder -p int4 -e
   cpu`: the weights of step {best_step}, the best on the **validation split of the independent
   generator** (`scripts/qa_eval_independent.py`, never trained on), not the training
@@ -856,6 +856,20 @@ def card_tables(ev: dict) -> str:
             out.append(f"| {c['docs']} | {'training-like' if c['wording'] == 'like' else 'new'} | "
                        f"{_pct(c['langchain']['correct'], c['n'])} | {_pct(c['llamaindex']['correct'], c['n'])} | "
                        f"{before} |")
+        kinds: dict[str, int] = {}
+        for c in gen:
+            for face in ("langchain", "llamaindex"):
+                for k, v in (c[face].get("errors") or {}).items():
+                    kinds[k] = kinds.get(k, 0) + v
+        if kinds:
+            words = {"other_span": "other words of the documents (another fact's answer, a name from the wrong "
+                                   "sentence)", "not_in_documents": "text in no document (a garbled copy)",
+                     "part_of_answer": "part of the right span", "contains_answer": "the right span with more",
+                     "empty": "nothing"}
+            total = sum(kinds.values())
+            out += ["", f"The {total} wrong answers of these cells (both adapters): " + "; ".join(
+                f"{100 * v / total:.0f}% {words.get(k, k)}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])
+                if v) + "."]
     ind = ev.get("independent") or {}
     if "langchain" in ind:
         pi = prev.get("independent") or {}
@@ -897,8 +911,8 @@ def write_card(args) -> None:
     a = meta["arch"]
     ext = meta.get("extended") or []
     extended = "".join(
-        f", then continued with `--resume --extend --minutes {e['minutes']:g}` from step {e['at_step']}"
-        f" ({e['at_minutes']:g} min; the cosine schedule stretched to the new length)" for e in ext)
+        f", continued at step {e['at_step']} ({e['at_minutes']:g} min) with `--resume --extend --minutes "
+        f"{e['minutes']:g}` (the cosine schedule stretched to the longer run)" for e in ext)
     first_minutes = ext[0]["at_minutes"] if ext else meta.get("budget_minutes", meta["total_minutes"])
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
