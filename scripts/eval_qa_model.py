@@ -199,10 +199,14 @@ def _score_faces(items: list[dict], answer: dict, max_failures: int | None = Non
     return res
 
 
-#: What a wrong answer is: nothing; the right span with more around it; a part of the right
-#: span; other words of the documents (another fact's answer, a name from the wrong sentence);
-#: or text that is in no document (a garbled copy).
-ERROR_KINDS = ("empty", "contains_answer", "part_of_answer", "other_span", "not_in_documents")
+#: What a wrong answer is (kind: in words).
+ERROR_KINDS = {
+    "empty": "nothing",
+    "contains_answer": "the right span with more",
+    "part_of_answer": "part of the right span",
+    "other_span": "other words of the documents (another fact's answer, a name from the wrong sentence)",
+    "not_in_documents": "text in no document (a garbled copy)",
+}
 
 
 def error_kind(got: str, item: dict) -> str:

@@ -862,13 +862,11 @@ def card_tables(ev: dict) -> str:
                 for k, v in (c[face].get("errors") or {}).items():
                     kinds[k] = kinds.get(k, 0) + v
         if kinds:
-            words = {"other_span": "other words of the documents (another fact's answer, a name from the wrong "
-                                   "sentence)", "not_in_documents": "text in no document (a garbled copy)",
-                     "part_of_answer": "part of the right span", "contains_answer": "the right span with more",
-                     "empty": "nothing"}
+            from eval_qa_model import ERROR_KINDS
+
             total = sum(kinds.values())
             out += ["", f"The {total} wrong answers of these cells (both adapters): " + "; ".join(
-                f"{100 * v / total:.0f}% {words.get(k, k)}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])
+                f"{100 * v / total:.0f}% {ERROR_KINDS.get(k, k)}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])
                 if v) + "."]
     ind = ev.get("independent") or {}
     if "langchain" in ind:
