@@ -664,8 +664,40 @@ FREEFORM = [
 ]
 
 
+LOOKALIKE = 0.3
+
+
 class BroadNames(Names):
-    """Names of every shape: 1-4 words, syllabic or letter salad, real-looking people, titles."""
+    """Names of every shape: 1-4 words, syllabic or letter salad, real-looking people, titles.
+
+    ``LOOKALIKE`` of the made-up words share a start or an end with a word made earlier in the
+    same conversation ("Cindergate" beside "Cinderness", "Holloway" beside "Brackloway"): the
+    subjects and answers of distractor documents then differ from the asked one only in part
+    of a name, so picking the right fact needs the whole name matched, not its first token."""
+
+    def __init__(self, rng: random.Random, split: str) -> None:
+        super().__init__(rng, split)
+        self.made: list[str] = []
+
+    def word(self, lo: int = 2, hi: int = 3) -> str:
+        r = self.rng
+        if self.made and r.random() < LOOKALIKE:
+            base = r.choice(self.made).lower()
+            for _ in range(20):
+                fresh = self._raw(1, 2)
+                if r.random() < 0.5:  # same start, other end
+                    k = r.randint(2, max(2, len(base) - 2))
+                    w = base[:k] + fresh
+                else:  # other start, same end
+                    k = r.randint(2, max(2, len(base) - 2))
+                    w = fresh + base[-k:]
+                if 3 <= len(w) <= 14 and w != base and is_heldout_name(w) == self.heldout:
+                    w = w.capitalize()
+                    self.made.append(w)
+                    return w
+        w = super().word(lo, hi)
+        self.made.append(w)
+        return w
 
     def person(self) -> str:
         r = self.rng
@@ -810,7 +842,8 @@ def _fuse(sentences: list[str], r: random.Random) -> list[str]:
         a = sentences[i]
         b = sentences[i + 1] if i + 1 < len(sentences) else None
         if b and a.startswith("{Sc} ") and b.startswith("{Sc} ") and r.random() < 0.35:
-            va, vb = a[5:].rstrip("."), b[5:].rstrip(".")
+            # one full stop off: an answer may end with its own ("Waha Inc.")
+            va, vb = a[5:].removesuffix("."), b[5:].removesuffix(".")
             m = r.random()
             words = va.split(" ")
             if m < 0.4:

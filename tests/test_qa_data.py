@@ -82,3 +82,36 @@ def test_broad_zero_is_the_original_data() -> None:
     a = qa_synth.make_qa(random.Random(11), 4, split="heldout")
     b = qa_synth.make_qa(random.Random(11), 4, split="heldout", broad=0.0)
     assert a[0] == b[0] and a[1] == b[1]
+
+
+def test_fused_sentences_keep_an_answer_that_ends_with_a_full_stop() -> None:
+    """Two facts joined into one sentence lose one full stop, not the one of "Waha Inc."."""
+    out = qa_synth._fuse(["{Sc} works for Waha Inc..", "{Sc} is a carpenter."], _FuseAlways())
+    assert out and "Waha Inc." in out[0].format(S="X", Sc="X")
+
+
+class _FuseAlways(random.Random):
+    def random(self) -> float:  # every choice: fuse, "and"
+        return 0.0
+
+
+def _shared_share(k: int) -> float:
+    """Share of made-up words of a broad conversation that start or end like an earlier one (k letters)."""
+    rng = random.Random(9)
+    shared = total = 0
+    for _ in range(200):
+        names = qa_synth.BroadNames(rng, "train")
+        words = [names.word().lower() for _ in range(12)]
+        for i, w in enumerate(words[1:], 1):
+            total += 1
+            shared += any(w[:k] == v[:k] or w[-k:] == v[-k:] for v in words[:i])
+    return shared / total
+
+
+def test_broad_names_include_lookalikes_of_earlier_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Distractors whose names differ from the asked one only in part: many more made-up words
+    of a broad conversation start or end like an earlier one than chance gives."""
+    with_lookalikes = _shared_share(3)
+    monkeypatch.setattr(qa_synth, "LOOKALIKE", 0.0)
+    by_chance = _shared_share(3)
+    assert with_lookalikes > by_chance + 0.1, (with_lookalikes, by_chance)
