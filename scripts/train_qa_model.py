@@ -539,6 +539,48 @@ def save_ckpt(path: Path, model, opt, state: dict) -> None:
     tmp.replace(path)
 
 
+def grown_layers(old: int, new: int) -> list[int | None]:
+    """Where each layer of a grown model comes from: the old layers in order, the new ones
+    spread between them (4 -> 6: [0, 1, None, 2, 3, None])."""
+    extra = new - old
+    assert extra >= 0, (old, new)
+    plan: list[int | None] = []
+    every = old / extra if extra else 0
+    nxt = every
+    for i in range(old):
+        plan.append(i)
+        if extra and i + 1 >= nxt - 1e-9 and plan.count(None) < extra:
+            plan.append(None)
+            nxt += every
+    plan += [None] * (extra - plan.count(None))
+    return plan
+
+
+def grow_from(model, blob: dict, old_layers: int) -> list[int | None]:
+    """Start a deeper model from a trained one, computing the same function: the old layers are
+    copied in order, each new layer starts as the identity (its attention output and MLP down
+    projections zero, so it adds nothing to the residual stream until training moves them)."""
+    import torch
+
+    plan = grown_layers(old_layers, ARCH["layers"])
+    old = blob["model"]
+    sd = model.state_dict()
+    new = {k: v for k, v in old.items() if not k.startswith("model.layers.")}
+    for i, src in enumerate(plan):
+        pre = f"model.layers.{i}."
+        for k in sd:
+            if not k.startswith(pre):
+                continue
+            if src is not None:
+                new[k] = old[f"model.layers.{src}." + k[len(pre):]]
+            elif k.endswith(("o_proj.weight", "down_proj.weight")):
+                new[k] = torch.zeros_like(sd[k])
+            else:
+                new[k] = sd[k]
+    model.load_state_dict(new)
+    return plan
+
+
 def train(args) -> None:
     import torch
     import transformers
@@ -547,8 +589,14 @@ def train(args) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     tok_json = out / "tokenizer.json"
-    if not tok_json.exists() and args.init_from:
-        shutil.copy2(args.init_from / "tokenizer.json", tok_json)
+    if not tok_json.exists() and (args.init_from or args.grow_from):
+        shutil.copy2((args.init_from or args.grow_from) / "tokenizer.json", tok_json)
+    ck = out / "ckpt.pt"
+    resuming = args.resume and ck.exists()
+    if resuming:
+        ARCH.update(torch.load(ck, weights_only=False)["state"].get("arch", {}))
+    elif args.layers:
+        ARCH["layers"] = args.layers
     if not tok_json.exists():
         log("training tokenizer")
         train_tokenizer(out, args.seed)
@@ -564,12 +612,21 @@ def train(args) -> None:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
     state = {"step": 0, "elapsed": 0.0, "best": -1.0, "best_step": 0, "budget": args.minutes * 60, "history": [],
-             "continued": bool(args.init_from)}
-    ck = out / "ckpt.pt"
-    if args.init_from and not (args.resume and ck.exists()):
+             "continued": bool(args.init_from or args.grow_from), "arch": dict(ARCH)}
+    if args.init_from and not resuming:
         load_onnx_weights(model, args.init_from)
         log(f"initialised from {args.init_from} (int4 weights dequantized)")
-    if args.resume and ck.exists():
+    if args.grow_from and not resuming:
+        src = torch.load(args.grow_from / "best.pt", weights_only=False)
+        old_arch = src["state"].get("arch") or {**ARCH, "layers": 4}
+        plan = grow_from(model, src, old_arch["layers"])
+        st0 = src["state"]
+        state["grown"] = {"from_step": st0["step"], "from_minutes": round(st0["elapsed"] / 60, 1),
+                          "from_arch": old_arch, "from_extended": st0.get("extended", []),
+                          "from_budget_minutes": round(st0.get("budget", 0) / 60, 1), "plan": plan}
+        log(f"grown from {args.grow_from / 'best.pt'} (step {st0['step']}, {old_arch['layers']} layers): "
+            f"layers {plan} (None = new, starts as the identity)")
+    if resuming:
         blob = torch.load(ck, weights_only=False)
         model.load_state_dict(blob["model"])
         opt.load_state_dict(blob["opt"])
@@ -691,9 +748,7 @@ wheel, good enough that a wrong chat template, a doubled BOS, a truncated prompt
 string visibly break its answers. Plain ONNX: runs on the CPU build of onnxruntime-genai.
 
 ## How it was made
-- `python scripts/train_qa_model.py --seed {seed} --minutes {minutes:g} --val-every 6` from
-  scratch{extended}: {steps} steps in {total_minutes} minutes on 2 CPU cores (copy-task warm-up,
-  curriculum 2 -> 10 documents), exported with `onnxruntime_genai.models.builder -p int4 -e
+- {history}, exported with `onnxruntime_genai.models.builder -p int4 -e
   cpu`: the weights of step {best_step}, the best on the **validation split of the independent
   generator** (`scripts/qa_eval_independent.py`, never trained on), not the training
   generator's. {run_note}
@@ -767,6 +822,7 @@ def export(args) -> None:
     enc = Encoder(out / "tokenizer.json")
     src = out / ("best.pt" if (out / "best.pt").exists() and not args.last else "ckpt.pt")
     blob = torch.load(src, weights_only=False)
+    ARCH.update(blob["state"].get("arch", {}))
     cfg = make_config(enc)
     model = transformers.LlamaForCausalLM(cfg)
     model.load_state_dict(blob["model"])
@@ -822,7 +878,7 @@ def export(args) -> None:
         "total_steps": last["step"], "total_minutes": round(last["elapsed"] / 60, 1), "run_note": args.run_note,
         "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
         "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
-        "extended": last.get("extended", []),
+        "extended": last.get("extended", []), "grown": last.get("grown"),
         "history": st.get("history", []),
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -900,6 +956,35 @@ def card_tables(ev: dict) -> str:
     return "\n".join(out)
 
 
+def _scratch_run(seed: int, budget_minutes: float, ext: list[dict], steps: int, minutes: float) -> str:
+    first = ext[0]["at_minutes"] if ext else budget_minutes
+    extended = "".join(
+        f", continued at step {e['at_step']} ({e['at_minutes']:g} min) with `--resume --extend --minutes "
+        f"{e['minutes']:g}` (the cosine schedule stretched to the longer run)" for e in ext)
+    return (f"`python scripts/train_qa_model.py --seed {seed} --minutes {first:g} --val-every 6` from "
+            f"scratch{extended}: {steps} steps in {minutes:g} minutes on 2 CPU cores (copy-task warm-up, "
+            "curriculum 2 -> 10 documents)")
+
+
+def run_history(meta: dict) -> str:
+    """How the exported weights came to be, for the model card: the run from scratch, its
+    continuations, and a growth to more layers with the run after it."""
+    g = meta.get("grown")
+    if not g:
+        return _scratch_run(meta["seed"], meta.get("budget_minutes", meta["total_minutes"]), meta.get("extended") or [],
+                            meta.get("total_steps", meta["steps"]), meta["total_minutes"])
+    fa = g["from_arch"]
+    new = [i + 1 for i, src in enumerate(g["plan"]) if src is None]
+    ext = "".join(f", extended by {e['minutes']:g} min at step {e['at_step']}" for e in meta.get("extended") or [])
+    return (_scratch_run(meta["seed"], g["from_budget_minutes"], g["from_extended"], g["from_step"], g["from_minutes"])
+            + f" with {fa['layers']} layers; then grown to {meta['arch']['layers']} layers (`--grow-from RUN --layers "
+            f"{meta['arch']['layers']}`: the old layers copied in order, new layers {', '.join(map(str, new))} "
+            "starting as the identity, so the grown model first computes what the old one did) and trained "
+            f"{meta['total_minutes']:g} minutes more (`--minutes {meta['budget_minutes']:g}`{ext}; every prompt shape, "
+            f"1-10 documents and the BOS canaries from the first step): {meta.get('total_steps', meta['steps'])} steps; "
+            f"{g['from_minutes'] + meta['total_minutes']:g} minutes of training in all")
+
+
 def write_card(args) -> None:
     """Write README.md of the exported model from export_meta.json and eval.json."""
     dest: Path = args.dest
@@ -907,16 +992,10 @@ def write_card(args) -> None:
     ev = json.loads((dest / "eval.json").read_text(encoding="utf-8"))
     size_kb = sum(p.stat().st_size for p in dest.iterdir() if p.name.startswith("model.onnx")) // 1024
     a = meta["arch"]
-    ext = meta.get("extended") or []
-    extended = "".join(
-        f", continued at step {e['at_step']} ({e['at_minutes']:g} min) with `--resume --extend --minutes "
-        f"{e['minutes']:g}` (the cosine schedule stretched to the longer run)" for e in ext)
-    first_minutes = ext[0]["at_minutes"] if ext else meta.get("budget_minutes", meta["total_minutes"])
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
-        ffn=a["ffn"], size_kb=size_kb, steps=meta.get("total_steps", meta["steps"]), best_step=meta["exported_step"],
-        run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB), seed=meta["seed"],
-        minutes=first_minutes, total_minutes=meta["total_minutes"], extended=extended,
+        ffn=a["ffn"], size_kb=size_kb, best_step=meta["exported_step"], history=run_history(meta),
+        run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB),
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
     (dest / "README.md").write_text(card.rstrip() + "\n", encoding="utf-8")
@@ -934,6 +1013,9 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--init-from", type=Path, default=None,
                    help="continue from an exported model folder (its int4 weights and tokenizer)")
+    p.add_argument("--grow-from", type=Path, default=None,
+                   help="start from a run folder's best.pt with --layers layers (new layers start as the identity)")
+    p.add_argument("--layers", type=int, default=0, help=f"layers (default {ARCH['layers']})")
     p.add_argument("--broad", type=float, default=0.6, help="share of documents from the broad family")
     p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)
