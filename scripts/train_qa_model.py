@@ -31,6 +31,10 @@ The checkpoint kept is the best on the validation split of the independent gener
 (``qa_eval_independent.py``, never trained on); the training generator's held-out cells are
 logged beside it.
 
+``--grow-from RUN --layers N`` starts a deeper model from a run folder's ``best.pt``: the old
+layers in order, the new ones spread between them, each starting as the identity (zero output
+projections), so step 0 computes what the old model did; then as ``--init-from``.
+
 ``--init-from FOLDER`` continues from an exported model (its int4 weights dequantized and its
 tokenizer): then 1-10 documents, every prompt shape and the BOS canaries from the first step
 and 5% copy examples, no warm-up curriculum.
@@ -43,6 +47,8 @@ repo itself (``pip install -e .``). Tests and CI never need it: the outputs are 
     python scripts/train_qa_model.py --out build/qa_run --export-only         # best -> core/models/tiny-qa-llama
     python scripts/train_qa_model.py --out build/qa_run4 --init-from core/models/tiny-qa-llama \
         --minutes 80 --lr 1.5e-3 --val-n 32 --val-every 8 --no-export       # continue the embedded model
+    python scripts/train_qa_model.py --out build/qa_grow --grow-from build/qa_run --layers 6 \
+        --minutes 90 --lr 1.5e-3 --val-every 10 --no-export                 # a deeper model from a run
 
 Deterministic given ``--seed`` and ``--steps`` (data, init and schedule); with ``--minutes``
 the schedule follows the wall clock, so the step count depends on the machine.
@@ -765,7 +771,8 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
   1-10 facts per document, half the distractor documents about subjects of the same kind
   (so they share the question's words), names of every shape (one to four words, syllables or
   random letters, real-looking first and last names, titles such as "Dr." or "Captain",
-  particles such as "van"), and questions in free-form wordings (rephrased, prefixed,
+  particles such as "van"; 30% of made-up words start or end like an earlier name of the
+  conversation, so distractors can differ from the asked subject in part of a name only), and questions in free-form wordings (rephrased, prefixed,
   lower-cased, without "?"). Names are split by a hash: evaluation names never occur in
   training.
 - Prompts are rendered with the real Llama 3.2 template (`chat_template.jinja`, identical to
