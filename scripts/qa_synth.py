@@ -664,13 +664,14 @@ FREEFORM = [
 ]
 
 
-LOOKALIKE = 0.3
+#: Share of look-alike made-up words in the broad family (``train_qa_model.py --lookalike``; 0: none).
+LOOKALIKE = 0.0
 
 
 class BroadNames(Names):
     """Names of every shape: 1-4 words, syllabic or letter salad, real-looking people, titles.
 
-    ``LOOKALIKE`` of the made-up words share a start or an end with a word made earlier in the
+    ``LOOKALIKE`` (when set) of the made-up words share a start or an end with a word made earlier in the
     same conversation ("Cindergate" beside "Cinderness", "Holloway" beside "Brackloway"): the
     subjects and answers of distractor documents then differ from the asked one only in part
     of a name, so picking the right fact needs the whole name matched, not its first token."""
@@ -681,7 +682,7 @@ class BroadNames(Names):
 
     def word(self, lo: int = 2, hi: int = 3) -> str:
         r = self.rng
-        if self.made and r.random() < LOOKALIKE:
+        if LOOKALIKE and self.made and r.random() < LOOKALIKE:  # 0: the same draws as without
             base = r.choice(self.made).lower()
             for _ in range(20):
                 fresh = self._raw(1, 2)

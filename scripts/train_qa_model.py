@@ -618,7 +618,7 @@ def train(args) -> None:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
     state = {"step": 0, "elapsed": 0.0, "best": -1.0, "best_step": 0, "budget": args.minutes * 60, "history": [],
-             "continued": bool(args.init_from or args.grow_from), "arch": dict(ARCH)}
+             "continued": bool(args.init_from or args.grow_from), "arch": dict(ARCH), "lookalike": args.lookalike}
     if args.init_from and not resuming:
         load_onnx_weights(model, args.init_from)
         log(f"initialised from {args.init_from} (int4 weights dequantized)")
@@ -642,6 +642,7 @@ def train(args) -> None:
             state.setdefault("extended", []).append(
                 {"at_step": state["step"], "at_minutes": round(state["elapsed"] / 60, 1), "minutes": args.minutes})
         log(f"resumed at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
+    qa_synth.LOOKALIKE = state.get("lookalike", 0.0)
     log(f"model: {nparams:,} parameters, arch {ARCH}, vocab {VOCAB}; seed {args.seed}; "
         f"budget {state['budget'] / 60:.1f} min" + (f" / {args.steps} steps" if args.steps else ""))
     sets = {
@@ -771,8 +772,7 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
   1-10 facts per document, half the distractor documents about subjects of the same kind
   (so they share the question's words), names of every shape (one to four words, syllables or
   random letters, real-looking first and last names, titles such as "Dr." or "Captain",
-  particles such as "van"; 30% of made-up words start or end like an earlier name of the
-  conversation, so distractors can differ from the asked subject in part of a name only), and questions in free-form wordings (rephrased, prefixed,
+  particles such as "van"{lookalike}), and questions in free-form wordings (rephrased, prefixed,
   lower-cased, without "?"). Names are split by a hash: evaluation names never occur in
   training.
 - Prompts are rendered with the real Llama 3.2 template (`chat_template.jinja`, identical to
@@ -885,7 +885,7 @@ def export(args) -> None:
         "total_steps": last["step"], "total_minutes": round(last["elapsed"] / 60, 1), "run_note": args.run_note,
         "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
         "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
-        "extended": last.get("extended", []), "grown": last.get("grown"),
+        "extended": last.get("extended", []), "grown": last.get("grown"), "lookalike": last.get("lookalike", 0.0),
         "history": st.get("history", []),
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -1002,6 +1002,9 @@ def write_card(args) -> None:
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
         ffn=a["ffn"], size_kb=size_kb, best_step=meta["exported_step"], history=run_history(meta),
+        lookalike=(f"; {100 * meta['lookalike']:g}% of made-up words start or end like an earlier name of the "
+                   "conversation, so distractors can differ from the asked subject in part of a name only"
+                   if meta.get("lookalike") else ""),
         run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB),
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
@@ -1023,6 +1026,8 @@ def main() -> None:
     p.add_argument("--grow-from", type=Path, default=None,
                    help="start from a run folder's best.pt with --layers layers (new layers start as the identity)")
     p.add_argument("--layers", type=int, default=0, help=f"layers (default {ARCH['layers']})")
+    p.add_argument("--lookalike", type=float, default=0.0,
+                   help="share of made-up words that start or end like an earlier name (qa_synth.LOOKALIKE)")
     p.add_argument("--broad", type=float, default=0.6, help="share of documents from the broad family")
     p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)

@@ -111,7 +111,15 @@ def _shared_share(k: int) -> float:
 def test_broad_names_include_lookalikes_of_earlier_names(monkeypatch: pytest.MonkeyPatch) -> None:
     """Distractors whose names differ from the asked one only in part: many more made-up words
     of a broad conversation start or end like an earlier one than chance gives."""
+    monkeypatch.setattr(qa_synth, "LOOKALIKE", 0.3)
     with_lookalikes = _shared_share(3)
     monkeypatch.setattr(qa_synth, "LOOKALIKE", 0.0)
     by_chance = _shared_share(3)
     assert with_lookalikes > by_chance + 0.1, (with_lookalikes, by_chance)
+
+
+def test_without_lookalikes_broad_names_draw_as_before() -> None:
+    """LOOKALIKE = 0 (the recipe of the shipped model) takes no extra random draws."""
+    assert qa_synth.LOOKALIKE == 0.0
+    broad, plain = qa_synth.BroadNames(random.Random(4), "train"), qa_synth.Names(random.Random(4), "train")
+    assert [broad.word() for _ in range(50)] == [plain.word() for _ in range(50)]
