@@ -547,18 +547,16 @@ def save_ckpt(path: Path, model, opt, state: dict) -> None:
 
 def grown_layers(old: int, new: int) -> list[int | None]:
     """Where each layer of a grown model comes from: the old layers in order, the new ones
-    spread between them (4 -> 6: [0, 1, None, 2, 3, None])."""
+    spread between them (4 -> 6: [0, 1, None, 2, 3, None]; 2 -> 5: [0, None, None, 1, None])."""
     extra = new - old
-    assert extra >= 0, (old, new)
+    if extra <= 0:
+        raise ValueError(f"--layers {new} must be more than the {old} layers of the run grown from")
+    after = [0] * old  # new layers after each old one
+    for k in range(extra):
+        after[max(0, round((k + 1) * old / extra) - 1)] += 1
     plan: list[int | None] = []
-    every = old / extra if extra else 0
-    nxt = every
     for i in range(old):
-        plan.append(i)
-        if extra and i + 1 >= nxt - 1e-9 and plan.count(None) < extra:
-            plan.append(None)
-            nxt += every
-    plan += [None] * (extra - plan.count(None))
+        plan += [i] + [None] * after[i]
     return plan
 
 
@@ -643,6 +641,9 @@ def train(args) -> None:
                 {"at_step": state["step"], "at_minutes": round(state["elapsed"] / 60, 1), "minutes": args.minutes})
         log(f"resumed at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
     qa_synth.LOOKALIKE = state.get("lookalike", 0.0)
+    if resuming and (args.lookalike != qa_synth.LOOKALIKE or (args.layers and args.layers != ARCH["layers"])):
+        log(f"resuming with the run's own settings: --lookalike {qa_synth.LOOKALIKE:g}, {ARCH['layers']} layers "
+            "(the command line's are ignored)")
     log(f"model: {nparams:,} parameters, arch {ARCH}, vocab {VOCAB}; seed {args.seed}; "
         f"budget {state['budget'] / 60:.1f} min" + (f" / {args.steps} steps" if args.steps else ""))
     sets = {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import llama_index.core
 import pytest
 
 from conftest import TINY_LLAMA, TINY_QWEN3
@@ -51,7 +52,6 @@ def test_a_chains_event_stream_carries_every_token_of_the_answer() -> None:
 def test_a_langgraph_tool_loop_calls_the_tool_and_streams_the_answer(model: str) -> None:
     """A graph of the shape of LangGraph's prebuilt agent: the model (forced to call the tool
     the first time), a ToolNode, the model again with the tool's result in its prompt."""
-    langgraph = pytest.importorskip("langgraph")  # noqa: F841
     from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, ToolMessage
     from langchain_core.tools import tool
     from langgraph.graph import START, MessagesState, StateGraph
@@ -94,6 +94,8 @@ def test_a_langgraph_tool_loop_calls_the_tool_and_streams_the_answer(model: str)
     assert not out[3].tool_calls and out[3].content
     assert out[3].usage_metadata["output_tokens"] > 0
     assert list(streamed.values())[-1] == out[3].content  # the answer, token by token, then whole
+    alone = then.invoke(out[:1]).usage_metadata["input_tokens"]
+    assert out[3].usage_metadata["input_tokens"] > alone  # the tool call and its result reached the prompt
 
 
 # ---------------------------------------------------------------------- LlamaIndex chat engines
@@ -136,21 +138,26 @@ class _PromptPlans:
 
 
 @pytest.mark.parametrize("chat_mode", ["context", "condense_plus_context"])
-def test_llamaindex_chat_engines_stream_and_remember(chat_mode: str, llamaindex_event_loop: Any) -> None:
-    from llama_index.core import Document, Settings, VectorStoreIndex
+def test_llamaindex_chat_engines_stream_and_remember(
+    chat_mode: str, llamaindex_event_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llama_index.core import Document, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
 
     from llamaindex_ryzenai import RyzenAILLM
 
     llm = RyzenAILLM(model=LLAMA, temperature=0, max_new_tokens=12)
-    Settings.tokenizer = None  # the adapter installs the package's tokenizer on its first metadata read
+    monkeypatch.setattr(llama_index.core, "global_tokenizer", None)  # the adapter installs the package's
     index = VectorStoreIndex.from_documents([Document(text=t) for t in DOCS], embed_model=MockEmbedding(embed_dim=8))
     engine = index.as_chat_engine(chat_mode=chat_mode, llm=llm, similarity_top_k=2)
     try:
-        first = engine.stream_chat("Who built the Harwick Lighthouse?")
-        tokens = list(first.response_gen)
-        assert len(tokens) >= 2 and "".join(tokens).strip() == first.response  # LlamaIndex strips it
-        second = engine.chat("And when was it built?")
+        with _PromptPlans() as plans:
+            first = engine.stream_chat("Who built the Harwick Lighthouse?")
+            tokens = list(first.response_gen)
+            assert len(tokens) >= 2 and "".join(tokens).strip() == first.response  # LlamaIndex strips it
+            second = engine.chat("And when was it built?")
+        # the first turn reached the second turn's prompt (the last call of each turn answers it)
+        assert plans[-1]["prompt_tokens"] > plans[0]["prompt_tokens"]
         assert second.response
         history = engine.chat_history
         assert [m.role.value for m in history] == ["user", "assistant", "user", "assistant"]
@@ -164,17 +171,18 @@ def test_llamaindex_chat_engines_stream_and_remember(chat_mode: str, llamaindex_
         assert len(engine.chat_history) == 6
     finally:
         _close_memory(engine, llamaindex_event_loop)
-        Settings.tokenizer = None
 
 
-def test_a_chat_engines_memory_keeps_a_long_conversation_under_the_prompt_limit(llamaindex_event_loop: Any) -> None:
+def test_a_chat_engines_memory_keeps_a_long_conversation_under_the_prompt_limit(
+    llamaindex_event_loop: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Twenty long turns through a small window: the memory LlamaIndex sizes from the adapter's
     metadata sends only the newest turns, and every prompt stays under the limit."""
-    from llama_index.core import Settings
     from llama_index.core.chat_engine import SimpleChatEngine
 
     from llamaindex_ryzenai import RyzenAILLM
 
+    monkeypatch.setattr(llama_index.core, "global_tokenizer", None)
     llm = RyzenAILLM(model=LLAMA, temperature=0, max_new_tokens=16, context_window=512)
     engine = SimpleChatEngine.from_defaults(llm=llm)
     filler = "The committee met again to discuss the budget of the harbour district. " * 2
@@ -188,4 +196,3 @@ def test_a_chat_engines_memory_keeps_a_long_conversation_under_the_prompt_limit(
         assert len(engine.chat_history) == 40  # all turns are kept, the newest sent
     finally:
         _close_memory(engine, llamaindex_event_loop)
-        Settings.tokenizer = None
