@@ -686,12 +686,9 @@ class BroadNames(Names):
             base = r.choice(self.made).lower()
             for _ in range(20):
                 fresh = self._raw(1, 2)
-                if r.random() < 0.5:  # same start, other end
-                    k = r.randint(2, max(2, len(base) - 2))
-                    w = base[:k] + fresh
-                else:  # other start, same end
-                    k = r.randint(2, max(2, len(base) - 2))
-                    w = fresh + base[-k:]
+                same_start = r.random() < 0.5  # else: other start, same end
+                k = r.randint(2, max(2, len(base) - 2))
+                w = base[:k] + fresh if same_start else fresh + base[-k:]
                 if 3 <= len(w) <= 14 and w != base and is_heldout_name(w) == self.heldout:
                     w = w.capitalize()
                     self.made.append(w)

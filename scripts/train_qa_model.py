@@ -86,7 +86,9 @@ SPECIALS = [
 VOCAB = 2048
 MAX_POS = 2048
 MAX_TRAIN_LEN = 1024
-ARCH = dict(hidden=128, layers=4, heads=4, kv_heads=2, ffn=384)
+#: The shipped architecture; checkpoints from before runs recorded theirs have it.
+DEFAULT_ARCH = dict(hidden=128, layers=4, heads=4, kv_heads=2, ffn=384)
+ARCH = dict(DEFAULT_ARCH)
 
 _LOG = None
 
@@ -568,19 +570,18 @@ def grow_from(model, blob: dict, old_layers: int) -> list[int | None]:
 
     plan = grown_layers(old_layers, ARCH["layers"])
     old = blob["model"]
-    sd = model.state_dict()
     new = {k: v for k, v in old.items() if not k.startswith("model.layers.")}
-    for i, src in enumerate(plan):
-        pre = f"model.layers.{i}."
-        for k in sd:
-            if not k.startswith(pre):
-                continue
-            if src is not None:
-                new[k] = old[f"model.layers.{src}." + k[len(pre):]]
-            elif k.endswith(("o_proj.weight", "down_proj.weight")):
-                new[k] = torch.zeros_like(sd[k])
-            else:
-                new[k] = sd[k]
+    for k, v in model.state_dict().items():
+        if not k.startswith("model.layers."):
+            continue
+        i, rest = k[len("model.layers."):].split(".", 1)
+        src = plan[int(i)]
+        if src is not None:
+            new[k] = old[f"model.layers.{src}.{rest}"]
+        elif rest.endswith(("o_proj.weight", "down_proj.weight")):
+            new[k] = torch.zeros_like(v)
+        else:
+            new[k] = v
     model.load_state_dict(new)
     return plan
 
@@ -596,9 +597,10 @@ def train(args) -> None:
     if not tok_json.exists() and (args.init_from or args.grow_from):
         shutil.copy2((args.init_from or args.grow_from) / "tokenizer.json", tok_json)
     ck = out / "ckpt.pt"
-    resuming = args.resume and ck.exists()
+    resumed = torch.load(ck, weights_only=False) if args.resume and ck.exists() else None
+    resuming = resumed is not None
     if resuming:
-        ARCH.update(torch.load(ck, weights_only=False)["state"].get("arch", {}))
+        ARCH.update(resumed["state"].get("arch", {}))
     elif args.layers:
         ARCH["layers"] = args.layers
     if not tok_json.exists():
@@ -622,7 +624,7 @@ def train(args) -> None:
         log(f"initialised from {args.init_from} (int4 weights dequantized)")
     if args.grow_from and not resuming:
         src = torch.load(args.grow_from / "best.pt", weights_only=False)
-        old_arch = src["state"].get("arch") or {**ARCH, "layers": 4}
+        old_arch = src["state"].get("arch") or DEFAULT_ARCH
         plan = grow_from(model, src, old_arch["layers"])
         st0 = src["state"]
         state["grown"] = {"from_step": st0["step"], "from_minutes": round(st0["elapsed"] / 60, 1),
@@ -631,10 +633,9 @@ def train(args) -> None:
         log(f"grown from {args.grow_from / 'best.pt'} (step {st0['step']}, {old_arch['layers']} layers): "
             f"layers {plan} (None = new, starts as the identity)")
     if resuming:
-        blob = torch.load(ck, weights_only=False)
-        model.load_state_dict(blob["model"])
-        opt.load_state_dict(blob["opt"])
-        state = blob["state"]
+        model.load_state_dict(resumed["model"])
+        opt.load_state_dict(resumed["opt"])
+        state = resumed["state"]
         if args.extend:  # a longer run: the cosine goes on from where the longer schedule puts it
             state["budget"] = state["elapsed"] + args.minutes * 60
             state.setdefault("extended", []).append(

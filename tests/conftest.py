@@ -85,6 +85,25 @@ def llamaindex_event_loop():
     loop.close()
 
 
+@pytest.fixture
+def llamaindex_events():
+    """Every LlamaIndex instrumentation event of the test, in order (a handler on the root dispatcher)."""
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+
+    class Collect(BaseEventHandler):
+        events: list[Any] = []
+
+        def handle(self, event: Any, **kwargs: Any) -> None:
+            self.events.append(event)
+
+    handler = Collect(events=[])
+    dispatcher = get_dispatcher()
+    dispatcher.add_event_handler(handler)
+    yield handler.events
+    dispatcher.event_handlers.remove(handler)
+
+
 def process_alive(pid: int) -> bool:
     """Whether a process with this id is still there (not yet exited and reaped)."""
     try:

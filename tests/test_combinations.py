@@ -113,33 +113,16 @@ def _close_memory(engine: Any, loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(store._async_engine.dispose())
 
 
-class _PromptPlans:
-    """The budget plan of every LLM call LlamaIndex makes (its instrumentation's chat-end events)."""
+def _prompt_plans(events: list[Any]) -> list[dict[str, Any]]:
+    """The budget plan of every LLM call LlamaIndex made (its instrumentation's chat-end events)."""
+    from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
 
-    def __enter__(self) -> list[dict[str, Any]]:
-        from llama_index.core.instrumentation import get_dispatcher
-        from llama_index.core.instrumentation.event_handlers import BaseEventHandler
-        from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
-
-        plans: list[dict[str, Any]] = []
-
-        class Catch(BaseEventHandler):
-            def handle(self, event: Any, **kwargs: Any) -> None:
-                if isinstance(event, LLMChatEndEvent) and event.response is not None:
-                    plans.append(event.response.raw["budget_plan"])
-
-        self.handler = Catch()
-        self.dispatcher = get_dispatcher()
-        self.dispatcher.add_event_handler(self.handler)
-        return plans
-
-    def __exit__(self, *exc: object) -> None:
-        self.dispatcher.event_handlers.remove(self.handler)
+    return [e.response.raw["budget_plan"] for e in events if isinstance(e, LLMChatEndEvent) and e.response is not None]
 
 
 @pytest.mark.parametrize("chat_mode", ["context", "condense_plus_context"])
 def test_llamaindex_chat_engines_stream_and_remember(
-    chat_mode: str, llamaindex_event_loop: Any, monkeypatch: pytest.MonkeyPatch
+    chat_mode: str, llamaindex_event_loop: Any, llamaindex_events: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from llama_index.core import Document, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
@@ -151,11 +134,11 @@ def test_llamaindex_chat_engines_stream_and_remember(
     index = VectorStoreIndex.from_documents([Document(text=t) for t in DOCS], embed_model=MockEmbedding(embed_dim=8))
     engine = index.as_chat_engine(chat_mode=chat_mode, llm=llm, similarity_top_k=2)
     try:
-        with _PromptPlans() as plans:
-            first = engine.stream_chat("Who built the Harwick Lighthouse?")
-            tokens = list(first.response_gen)
-            assert len(tokens) >= 2 and "".join(tokens).strip() == first.response  # LlamaIndex strips it
-            second = engine.chat("And when was it built?")
+        first = engine.stream_chat("Who built the Harwick Lighthouse?")
+        tokens = list(first.response_gen)
+        assert len(tokens) >= 2 and "".join(tokens).strip() == first.response  # LlamaIndex strips it
+        second = engine.chat("And when was it built?")
+        plans = _prompt_plans(llamaindex_events)
         # the first turn reached the second turn's prompt (the last call of each turn answers it)
         assert plans[-1]["prompt_tokens"] > plans[0]["prompt_tokens"]
         assert second.response
@@ -174,7 +157,7 @@ def test_llamaindex_chat_engines_stream_and_remember(
 
 
 def test_a_chat_engines_memory_keeps_a_long_conversation_under_the_prompt_limit(
-    llamaindex_event_loop: Any, monkeypatch: pytest.MonkeyPatch
+    llamaindex_event_loop: Any, llamaindex_events: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twenty long turns through a small window: the memory LlamaIndex sizes from the adapter's
     metadata sends only the newest turns, and every prompt stays under the limit."""
@@ -187,9 +170,9 @@ def test_a_chat_engines_memory_keeps_a_long_conversation_under_the_prompt_limit(
     engine = SimpleChatEngine.from_defaults(llm=llm)
     filler = "The committee met again to discuss the budget of the harbour district. " * 2
     try:
-        with _PromptPlans() as plans:
-            for i in range(20):  # over the limit, a call raises ContextWindowExceededError (overflow="error")
-                assert engine.chat(f"Turn {i}. {filler}").response
+        for i in range(20):  # over the limit, a call raises ContextWindowExceededError (overflow="error")
+            assert engine.chat(f"Turn {i}. {filler}").response
+        plans = _prompt_plans(llamaindex_events)
         assert len(plans) == 20
         tokens = [p["prompt_tokens"] for p in plans]
         assert max(tokens) <= 512 - 16 and tokens[-1] > tokens[0]  # the memory filled, then was trimmed
