@@ -191,17 +191,17 @@ def tear_the_first_delta(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The caller reads the first delta frame as torn (the worker is then killed; the call,
     which has no output yet, is sent again). Returns the list the torn frame goes to
     (clear it to tear the next first delta)."""
-    real = engine_module.read_frame
+    real = engine_module.parse_frame
     torn: list[Any] = []
 
-    def tearing(stream: Any) -> Any:
-        message = real(stream)
+    def tearing(data: Any) -> Any:
+        message = real(data)
         if message is not None and message[0] == "delta" and not torn:
             torn.append(message)
             raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(engine_module, "read_frame", tearing)
+    monkeypatch.setattr(engine_module, "parse_frame", tearing)
     return torn
 
 

@@ -186,15 +186,15 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(shared_copy, surfa
     engine = Engine.get(shared_copy, execution=execution)  # type: ignore[arg-type]
     engine.load()
     frames: list[str] = []  # what the worker sent: the cancelled generation must stop, not run to its end
-    real = engine_module.read_frame
+    real = engine_module.parse_frame
 
-    def counting(stream):
-        message = real(stream)
+    def counting(data):
+        message = real(data)
         if message is not None:
             frames.append(message[0])
         return message
 
-    monkeypatch.setattr(engine_module, "read_frame", counting)
+    monkeypatch.setattr(engine_module, "parse_frame", counting)
     task = asyncio.create_task(run(surface, shared_copy, execution, max_tokens=LONG))
     await _first_chunk(engine, task)
     task.cancel()
@@ -442,18 +442,18 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
     engine = Engine.get(own_copy, execution="process")
     engine.load()
     pid = engine.backend.pid
-    real = engine_module.read_frame
+    real = engine_module.parse_frame
     deltas = []
 
-    def tearing(stream):
-        message = real(stream)
+    def tearing(data):
+        message = real(data)
         if message is not None and message[0] == "delta":
             deltas.append(message)
             if len(deltas) == 3:  # after output reached the caller: the call cannot be sent again
                 raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(engine_module, "read_frame", tearing)
+    monkeypatch.setattr(engine_module, "parse_frame", tearing)
     with pytest.raises(WorkerDiedError, match=rf"pid {pid}\)"):
         engine.generate(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False), timeout=20)
     assert len(deltas) == 3

@@ -233,7 +233,10 @@ def test_sampled_generations_with_invalid_bytes_and_nul_stream_the_byte_level_te
 
     engine, table = unsuppressed
     seen = {"invalid": 0, "nul": 0}
-    for seed in range(12):
+    # Which seeds sample such bytes depends on the CPU's floating point: sample until both were seen.
+    for seed in range(100):
+        if seen["invalid"] >= 3 and seen["nul"]:
+            break
         o = validated_options(max_new_tokens=48, temperature=1.5, top_k=1024, top_p=1.0, seed=seed, kv_reuse=False)
         chunks = list(engine.stream(RawPrompt(text="混合推理 🚀 hello"), o))
         ids = [i for c in chunks for i in c.token_ids]
