@@ -92,6 +92,8 @@ class FifoLock:
 
 #: Seconds a stream may go unread while another call waits for the model before it is stopped.
 ABANDON_AFTER = float(os.environ.get("RYZENAI_LLM_ABANDON_AFTER", "2.0"))
+#: Seconds between looks at an unread stream holding the model while a call waits for it.
+QUEUED_POLL = 0.25
 
 _PHASES = {
     "queued": "while it waited behind other calls on this model",
@@ -666,7 +668,9 @@ class Session:
             return True
         control.enter("queued")
         while True:
-            wait = 0.25 if control.deadline is None else min(0.25, max(0.0, control.deadline - time.monotonic()))
+            wait = QUEUED_POLL
+            if control.deadline is not None:
+                wait = min(QUEUED_POLL, max(0.0, control.deadline - time.monotonic()))
             if self._gen_lock.acquire(timeout=wait):
                 return True
             control.check_deadline()

@@ -29,8 +29,14 @@ SLOW_TEMPLATE = (
 
 @pytest.fixture(autouse=True)
 def _quick_unread_grace(monkeypatch) -> None:
-    """Unread streams are stopped after 0.5 s here (2 s by default): the fixture model is fast."""
-    monkeypatch.setattr(session_module, "ABANDON_AFTER", 0.5)
+    """Unread streams are stopped after 0.2 s here (2 s by default), looked at every 0.05 s.
+
+    The fixture model is fast: its longest answer (3,500 tokens) can end in 0.8 s on a quick
+    machine, so the stream it leaves unread must be stopped well within that.
+    """
+    monkeypatch.setattr(session_module, "ABANDON_AFTER", 0.2)
+    monkeypatch.setattr(session_module, "QUEUED_POLL", 0.05)
+    monkeypatch.setattr(engine_module, "_POLL", 0.05)
 
 
 @pytest.fixture
@@ -189,7 +195,7 @@ def test_an_unread_stream_does_not_block_the_next_call(fresh, execution: str) ->
     caller.join(60)  # inline, this used to wait forever: the unread stream held the model
     assert done == [3]
     rest = []
-    with pytest.raises(StreamAbandonedError, match=r"was not read for 0.5 s while another call waited"):
+    with pytest.raises(StreamAbandonedError, match=r"was not read for 0.2 s while another call waited"):
         for chunk in stream:
             rest.append(chunk)
     assert all(c.finish_reason is None for c in first + rest)  # stopped, not finished
