@@ -10,7 +10,10 @@ Per token (microseconds):
   reasoning markers, the Chunk);
 - the worker frames: a delta frame out (the wire tuple, pickle, length header) and in (read,
   unpickle, Chunk), and, from real streams through the worker, the CPU time per token of the
-  caller's reader thread (pipe wakeup, frame, hand-over) and of the thread that reads the stream;
+  caller's reader thread and of the thread that reads the stream: once as a sync stream that is
+  the only call in flight goes (it reads the pipe itself; the reader thread sleeps), once with
+  every frame handed over by the reader thread (pipe wakeup, frame, hand-over; how async streams
+  and concurrent calls go, and every call on Windows);
 - the adapters: building the LangChain / LlamaIndex chunk, and the CPU time per token of
   ``ChatRyzenAI.stream`` / ``RyzenAILLM.stream_chat`` over the core stream they wrap
   (callbacks and the frameworks' own per-chunk work included).
@@ -174,14 +177,21 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
     """
     worker = Engine.get(path, num_threads=THREADS, execution="process")
     worker.load()
+    relay = Engine(worker.key, "process")  # a second worker, every frame handed over by the reader thread
+    relay.backend.direct_read = False  # type: ignore[union-attr]
+    before = set(threading.enumerate())
+    relay.load()
+    relay_reader = next(t for t in set(threading.enumerate()) - before if t.name == "ryzenai-worker-reader")
+    reader = next(t for t in before if t.name == "ryzenai-worker-reader")
     inline = Engine.get(path, num_threads=THREADS, execution="inline")
     inline.load()
-    reader = next(t for t in threading.enumerate() if t.name == "ryzenai-worker-reader")
     opts = validated_options(max_new_tokens=new, temperature=0, kv_reuse=False)
     streams: dict[str, Callable[[], Iterator[object]]] = {
         "Engine.stream (worker)": lambda: worker.stream(MESSAGES, opts),
+        "Engine.stream (worker, reader-thread relay)": lambda: relay.stream(MESSAGES, opts),
         "Engine.stream (inline)": lambda: inline.stream(MESSAGES, opts),
     }
+    readers = {"Engine.stream (worker)": reader, "Engine.stream (worker, reader-thread relay)": relay_reader}
     names = {"langchain_stream": "ChatRyzenAI.stream", "llamaindex_stream": "RyzenAILLM.stream_chat"}
     for k, pieces in adapter_streams(path, new).items():
         streams[names[k]] = pieces
@@ -189,16 +199,18 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
         _first_and_count(fn())
     consumer: dict[str, list[float]] = {k: [] for k in streams}
     first: dict[str, list[float]] = {k: [] for k in streams}
-    reading: list[float] = []
+    reading: dict[str, list[float]] = {k: [] for k in readers}
     for _ in range(rounds):
         for k, fn in streams.items():
             time.sleep(0.1)
-            r0, c0 = _thread_cpu(reader), time.thread_time()
+            r0 = {r: _thread_cpu(t) for r, t in readers.items()}
+            c0 = time.thread_time()
             first[k].append(_first_and_count(fn()))
             consumer[k].append((time.thread_time() - c0) / new * 1e6)
-            if k == "Engine.stream (worker)":
-                reading.append((_thread_cpu(reader) - r0) / new * 1e6)
-    per_token = {"caller's reader thread (pipe wakeup, frame, hand-over)": statistics.median(reading)}
+            if k in readers:
+                reading[k].append((_thread_cpu(readers[k]) - r0[k]) / new * 1e6)
+    relay.close()
+    per_token = {f"caller's reader thread, {k}": statistics.median(v) for k, v in reading.items()}
     per_token.update({f"thread reading {k}": statistics.median(v) for k, v in consumer.items()})
     core = first["Engine.stream (worker)"]
     per_call = {

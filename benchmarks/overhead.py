@@ -35,6 +35,7 @@ import contextlib
 import functools
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -57,6 +58,7 @@ THREADS = 2
 SESSION_OPTIONS: dict[str, Any] = {}
 #: Also time both adapters with ``execution="inline"`` (``--inline-adapters``).
 INLINE_ADAPTERS = False
+METHODS: list[str] = []  # only these (and the raw loop); empty: all
 SYSTEM = "You answer questions about Ryzen AI model packages."
 USER = "What is a prefill bucket and why is the prompt padded to it? " * 4
 
@@ -218,6 +220,10 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     if INLINE_ADAPTERS:
         for k, pieces in adapter_streams(path, new, "inline", "_inline").items():
             live[k] = functools.partial(_timed, pieces)
+    if METHODS:
+        if unknown := set(METHODS) - set(live):
+            raise SystemExit(f"unknown --methods {sorted(unknown)}; known: {sorted(live)}")
+        live = {k: fn for k, fn in live.items() if k == "raw_oga_loop" or k in METHODS}
     for fn in live.values():  # warm-up: loads models, compiles templates, fills caches
         fn()
     runs: dict[str, list[Run]] = {k: [] for k in live}
@@ -231,6 +237,7 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
             c0 = time.process_time() + sum(map(process_cpu, pids))
             runs[k].append(live[k]())
             cpu[k].append(time.process_time() + sum(map(process_cpu, pids)) - c0)
+    relay.close()
     for k, rs in runs.items():
         counts = {n for _, _, n in rs}
         if counts != {new}:
@@ -247,12 +254,16 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
         "cpu_time_vs_raw": {},
         "ttft_overhead_ms": {},
         "overhead_us_per_token": {},
+        "fastest_round_vs_raw": {},
+        "rounds_s": {k: [[round(t, 5), round(f, 5), round(c, 5)] for (t, f, _), c in zip(rs, cpu[k], strict=True)]
+                     for k, rs in runs.items()},
     }
     for k, rs in runs.items():
         ratios = [rt / mt for (rt, _, _), (mt, _, _) in zip(raw, rs, strict=True)]
         ttft = [(mf - rf) * 1000 for (_, rf, _), (_, mf, _) in zip(raw, rs, strict=True)]
         per_token = [(mt - rt) / new * 1e6 for (rt, _, _), (mt, _, _) in zip(raw, rs, strict=True)]
-        out["speed_vs_raw"][k] = _summary(ratios, 3)
+        out["speed_vs_raw"][k] = {**_summary(ratios, 3), "median_90pct": _median_interval(ratios)}
+        out["fastest_round_vs_raw"][k] = round(min(t for t, _, _ in raw) / min(t for t, _, _ in rs), 3)
         out["cpu_time_vs_raw"][k] = _summary([c / r for r, c in zip(cpu["raw_oga_loop"], cpu[k], strict=True)], 3)
         out["ttft_overhead_ms"][k] = _summary(ttft, 2)
         out["overhead_us_per_token"][k] = _summary(per_token, 1)
@@ -267,6 +278,14 @@ def _summary(values: list[float], digits: int) -> dict[str, float]:
     }
 
 
+def _median_interval(values: list[float], resamples: int = 2000) -> list[float]:
+    """A 90% bootstrap interval of the median: how far the reported median could move in a rerun
+    under the same conditions (seeded, so a result file reproduces)."""
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return [round(medians[int(0.05 * resamples)], 3), round(medians[int(0.95 * resamples) - 1], 3)]
+
+
 def markdown_rows(results: dict[str, Any]) -> list[str]:
     """One README table row per model: speed (lowest-highest), CPU time and TTFT overhead of each method
     (with ``--inline-adapters``, two more cells: the adapters with ``execution="inline"``)."""
@@ -279,8 +298,9 @@ def markdown_rows(results: dict[str, Any]) -> list[str]:
                 cells.append("-")
                 continue
             s, c, t = res["speed_vs_raw"][k], res["cpu_time_vs_raw"][k], res["ttft_overhead_ms"][k]
-            cells.append(f"{s['median']:.2f}x ({s['min']:.2f}-{s['max']:.2f}); CPU {c['median']:.2f}x; "
-                         f"TTFT {t['median']:+.1f} ms")
+            band = f"90% {s['median_90pct'][0]:.2f}-{s['median_90pct'][1]:.2f}" if "median_90pct" in s else (
+                f"{s['min']:.2f}-{s['max']:.2f}")
+            cells.append(f"{s['median']:.2f}x ({band}); CPU {c['median']:.2f}x; TTFT {t['median']:+.1f} ms")
         head = (f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
                 f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}")
         rows.append(f"| {head} | {name}, {res['raw_ms_per_token']:.2f} | " + " | ".join(cells) + " |")
@@ -295,7 +315,7 @@ def load_average() -> list[float]:
 
 
 def main() -> None:
-    global THREADS, INLINE_ADAPTERS
+    global THREADS, INLINE_ADAPTERS, METHODS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -308,7 +328,11 @@ def main() -> None:
                         '\'{"session.intra_op.allow_spinning": "0"}\')')
     parser.add_argument("--inline-adapters", action="store_true",
                         help='also time both adapters with execution="inline" (no worker process)')
+    parser.add_argument("--methods", nargs="*", default=[],
+                        help="time only these methods beside the raw loop (e.g. core_worker core_worker_relay): "
+                        "fewer methods a round, so the methods of a round run closer together in time")
     args = parser.parse_args()
+    METHODS = args.methods
     THREADS = args.threads
     INLINE_ADAPTERS = args.inline_adapters
     SESSION_OPTIONS.update(args.session_options)
@@ -316,6 +340,7 @@ def main() -> None:
         "threads": THREADS,
         "session_options": SESSION_OPTIONS,
         "inline_adapters": INLINE_ADAPTERS,
+        "methods": METHODS or "all",
         "cpus": os.cpu_count(),
         "onnxruntime_genai": og.__version__,
         "label": args.label,
@@ -334,13 +359,14 @@ def main() -> None:
             f"{args.rounds} rounds; raw loop {res['raw_ms_per_token']:.3f} ms/token, TTFT {res['raw_ttft_ms']:.1f} ms; "
             f"template render {res['template_render_ms']:.2f} ms"
         )
-        print(f"  {'method':<26}{'speed vs raw (min-max)':>26}{'us/token over raw':>20}{'TTFT over raw, ms':>20}"
-              f"{'CPU time vs raw':>18}")
+        print(f"  {'method':<26}{'speed vs raw (min-max; median 90%)':>42}{'us/token over raw':>20}"
+              f"{'TTFT over raw, ms':>20}{'CPU time vs raw':>18}{'fastest rounds':>16}")
         for k, s in res["speed_vs_raw"].items():
             o, t, c = res["overhead_us_per_token"][k], res["ttft_overhead_ms"][k], res["cpu_time_vs_raw"][k]
+            lo, hi = s["median_90pct"]
             print(
-                f"  {k:<26}{s['median']:>10.3f}x ({s['min']:.3f}-{s['max']:.3f}){o['median']:>14.1f}"
-                f"{t['median']:>20.2f}{c['median']:>17.3f}x"
+                f"  {k:<26}{s['median']:>10.3f}x ({s['min']:.3f}-{s['max']:.3f}; {lo:.3f}-{hi:.3f}){o['median']:>14.1f}"
+                f"{t['median']:>20.2f}{c['median']:>17.3f}x{res['fastest_round_vs_raw'][k]:>15.3f}x"
             )
         with contextlib.suppress(Exception):
             Engine.close_all()
