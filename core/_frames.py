@@ -95,6 +95,10 @@ class FramePipe:
         os.set_blocking(self.fd, False)
         self._poll = select.poll()
         self._poll.register(self.fd, select.POLLIN)
+        self._have = 0  # bytes buffered when head() last looked
+        #: True only when nothing is buffered for sure (the last frame taken was all there was):
+        #: a reader can then wait on the pipe before it looks (no read that finds nothing).
+        self.drained = False
 
     def head(self) -> tuple[int, memoryview] | str:
         """The first frame if it is all buffered: (its size, its body), not consumed; else EMPTY or PARTIAL.
@@ -105,8 +109,9 @@ class FramePipe:
         Raises:
             pickle.UnpicklingError: the buffer does not start with a frame (a torn pipe).
         """
+        self.drained = False
         view = self.stdout.peek(_HEADER)  # every buffered byte, or what one read finds now
-        have = len(view)
+        have = self._have = len(view)
         if have < _HEADER:
             return PARTIAL if have else EMPTY
         size = _check_header(view, have)
@@ -117,9 +122,11 @@ class FramePipe:
     def consume(self, size: int) -> None:
         """Drop the first frame (``size`` bytes, all buffered: no read from the system)."""
         self.stdout.read(size)
+        self.drained = size == self._have
 
     def read_whole(self) -> bytes | None:
         """The first frame's body, waiting for the rest of it; None at the end of the pipe."""
+        self.drained = False  # what the reads below leave buffered is not known
         data = bytearray()
         need = _HEADER
         while len(data) < need:

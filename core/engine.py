@@ -414,6 +414,7 @@ def _caller_deadline_passed(control: CallControl) -> bool:
 _WOKEN = "woken"  # the reader thread left its turn for a stream that reads for itself
 _MINE, _OTHER, _TIMEOUT = 0, 1, 2  # what a stream's turn on the pipe found (_WorkerBackend._read_own)
 _OWN_POLL = 1.0  # seconds a stream reading for itself waits on the pipe before it looks at its queue again
+_OWN_POLL_MS = int(_OWN_POLL * 1000)
 
 
 class _Link:
@@ -572,7 +573,7 @@ class _WorkerBackend(_Backend):
                 assert proc.stdout is not None
                 data = read_frame_bytes(proc.stdout)
                 return None if data is None else parse_frame(data)
-            head = pipe.head()
+            head = EMPTY if pipe.drained else pipe.head()  # nothing buffered: wait before looking
             if head is EMPTY:
                 if any(fd == link.wake_r for fd, _ in link.poller.poll()):
                     link.drain_wakes()
@@ -657,20 +658,28 @@ class _WorkerBackend(_Backend):
                 link.owner = None
                 link.cond.notify_all()
 
-    def _read_own(self, link: _Link, rid: int, timeout: float | None) -> int:
-        """One turn of stream ``rid`` on the pipe: _MINE (it took a frame of its own), _TIMEOUT, or _OTHER.
+    def _read_own(self, link: _Link, call: _Pending) -> tuple[str, Any] | int:
+        """One turn of stream ``call`` on the pipe: the item of a frame of its own, _MINE, _TIMEOUT or _OTHER.
 
-        _OTHER: the reader thread should read what comes (a frame for another call, a frame
-        still arriving, a torn frame or the pipe's end; or the reader took the pipe back).
-        Only frames of its own are consumed here: a KeyboardInterrupt in this thread can lose
-        at most one of those, with the stream it ends.
+        A text frame of its own comes back as its item (the common case: no hand-over through
+        the queue); any other frame of its own is dispatched (_MINE: its item, if any, is in the
+        queue). _OTHER: the reader thread should read what comes (a frame for another call, a
+        frame still arriving, a torn frame or the pipe's end; or the reader took the pipe back).
+        Only frames of its own are consumed here: a KeyboardInterrupt in this thread can lose at
+        most one of those, with the stream it ends.
         """
         pipe = link.pipe
         assert pipe is not None
+        rid = call.rid
         polled = False
-        # At most a second at a time: what reaches the queue other than through the pipe is seen within it.
-        wait = max(1, math.ceil(min(timeout if timeout is not None else _OWN_POLL, _OWN_POLL) * 1000))
         while link.owner == rid:
+            if pipe.drained and not polled:  # nothing buffered: wait on the pipe before looking
+                # At most a second at a time: what reaches the queue other than through the pipe is seen within it.
+                timeout = call.wait_slice()
+                wait = _OWN_POLL_MS if timeout is None else max(1, math.ceil(min(timeout, _OWN_POLL) * 1000))
+                if not link.own_poller.poll(wait):
+                    return _TIMEOUT
+                polled = True
             try:
                 head = pipe.head()
             except (OSError, ValueError):  # closed under us
@@ -682,9 +691,7 @@ class _WorkerBackend(_Backend):
             if head is EMPTY:
                 if polled:
                     return _OTHER  # readable and empty: the pipe's end
-                if not link.own_poller.poll(wait):
-                    return _TIMEOUT
-                polled = True
+                pipe.drained = True  # nothing buffered, nothing to read now: wait above
                 continue
             if head is PARTIAL:
                 return _OTHER  # the reader thread, which no signal interrupts, waits for the rest
@@ -698,6 +705,9 @@ class _WorkerBackend(_Backend):
             if msg[1] != rid and msg[1] in self._handlers:
                 return _OTHER
             pipe.consume(head[0])
+            if msg[0] == "delta" and msg[1] == rid:  # a middle chunk (see worker.py): straight to the stream
+                call.started_output = True
+                return ("chunk", Chunk(text=msg[2], token_ids=msg[3]))
             self._dispatch(msg)
             return _MINE
         return _OTHER
@@ -707,20 +717,20 @@ class _WorkerBackend(_Backend):
         call.control.idle_since = None
         rid = call.rid
         while True:
-            try:
+            if not q.empty():
                 return q.get_nowait()
-            except queue.Empty:
-                pass
             link = self._link
             if link is None or link.pipe is None or link.proc is not self._proc or not self._claim(link, rid):
                 return _get(q, call)
             try:
                 # Frames are handed over only by whoever holds the turn: one the reader thread handed
                 # over before this stream took it is in the queue now.
-                got = _MINE if not q.empty() else self._read_own(link, rid, call.wait_slice())
+                got = _MINE if not q.empty() else self._read_own(link, call)
             finally:
                 link.left = time.monotonic()
                 link.turn.release()
+            if type(got) is tuple:
+                return got
             if got == _TIMEOUT:
                 call.waited()
             elif got == _OTHER:
