@@ -3,16 +3,24 @@
     python scripts/build_fixtures.py --bench-only   # once: builds benchmarks/models/bench-30m (needs torch)
     python benchmarks/overhead.py [--rounds 9] [--new-tokens 256] [--json benchmarks/results/overhead.json]
 
-Five ways to stream the same answer, one after another in each round (the order rotates
+Several ways to stream the same answer, one after another in each round (the order rotates
 from round to round), on the ~30M-parameter int4 model and on the tiny test fixture:
 
 - ``raw_oga_loop``: the plain onnxruntime-genai loop a user would write (encode the rendered
   prompt, ``append_tokens``, then ``generate_next_token`` / ``get_next_tokens`` and
   ``TokenizerStream.decode`` per token);
 - ``core_inline`` / ``core_worker``: ``Engine.stream`` in this process / through the worker process;
+  ``core_worker_relay``: through a second worker whose reader thread hands every frame over;
 - ``langchain_stream``: ``ChatRyzenAI.stream``; ``llamaindex_stream``: ``RyzenAILLM.stream_chat``
   (both with their default, the worker process; with ``--inline-adapters`` also
-  ``langchain_stream_inline`` and ``llamaindex_stream_inline``, ``execution="inline"``).
+  ``langchain_stream_inline`` and ``llamaindex_stream_inline``, ``execution="inline"``);
+- three floors, with none of the plugin's code: ``floor_pipe``, the raw loop in a child process
+  (started once) that writes each token's text to its stdout as a frame (4-byte length, UTF-8),
+  read with ``os.read`` by the thread that consumes the stream: the least that keeping the model
+  in another process costs; ``floor_langchain`` / ``floor_llamaindex``, that pipe behind a
+  trivial LangChain ``BaseChatModel`` (``.stream``) / LlamaIndex ``LLM`` (``stream_chat``), one
+  chunk per token and a last one with the usage, as the adapters send: what each framework
+  costs per chunk.
 
 Same prompt tokens, same number of new tokens (greedy; a fixed count, checked), the same runtime
 threads, KV prefix reuse off (every call prefills cold). Each round times every method once;
@@ -20,9 +28,10 @@ its speed is raw time / its time in that round, and the reported figure is the m
 rounds, with the lowest and highest. The time to first token is the time from the call to its
 first text; its overhead is the method's minus the raw loop's in the same round, next to
 the template render (the raw loop starts from the rendered prompt's text). CPU time (every
-thread of this process and of the worker process, from the kernel's accounting) is reported
-the same way, raw CPU time / the method's: it shows the work a method adds even when other
-jobs on the machine make wall times jump. ``--threads`` sets the runtime threads of every side.
+thread of this process, of the worker processes and of the floor's child, from the kernel's
+accounting) is reported the same way, raw CPU time / the method's: it shows the work a method
+adds even when other jobs on the machine make wall times jump. ``--threads`` sets the runtime
+threads of every side.
 
 The per-layer breakdown (where the time per token and per call goes) is in
 ``benchmarks/breakdown.py``.
@@ -37,6 +46,8 @@ import json
 import os
 import random
 import statistics
+import struct
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -62,15 +73,23 @@ METHODS: list[str] = []  # only these (and the raw loop); empty: all
 SYSTEM = "You answer questions about Ryzen AI model packages."
 USER = "What is a prefill bucket and why is the prompt padded to it? " * 4
 
+#: The floors: no plugin code (the pipe alone, then each framework over it).
+FLOORS = ("floor_pipe", "floor_langchain", "floor_llamaindex")
+
 #: One timed run: (seconds from the call to the end, seconds to the first text, new tokens).
 Run = tuple[float, float, int]
+
+
+def _overlay() -> str:
+    """The genai_config overlay of the raw loop and the floor's child: the runtime threads and session options."""
+    session_options = {"intra_op_num_threads": THREADS, **SESSION_OPTIONS}
+    return json.dumps({"model": {"decoder": {"session_options": session_options}}})
 
 
 def raw_method(model_path: Path, prompt: str, new: int) -> Callable[[], Run]:
     """The plain OGA streaming loop, from the rendered prompt's text."""
     cfg = og.Config(str(model_path))
-    session_options = {"intra_op_num_threads": THREADS, **SESSION_OPTIONS}
-    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": session_options}}}))
+    cfg.overlay(_overlay())
     model = og.Model(cfg)
     tokenizer = og.Tokenizer(model)
 
@@ -94,6 +113,83 @@ def raw_method(model_path: Path, prompt: str, new: int) -> Callable[[], Run]:
         return end - t0, (first or end) - t0, n
 
     return once
+
+
+#: The floor's child: ``python -c CHILD_SOURCE MODEL OVERLAY``. One JSON request a line on stdin
+#: (``{"prompt": ..., "new": ...}``); the raw loop for it, each token's text a frame on stdout
+#: (4-byte little-endian length, UTF-8), then the end frame (length 0xFFFFFFFF). Its own stdout
+#: is moved to stderr, so nothing a library prints can land between the frames.
+CHILD_SOURCE = """
+import json, os, struct, sys
+import onnxruntime_genai as og
+
+out = os.dup(1)
+os.dup2(2, 1)
+cfg = og.Config(sys.argv[1])
+cfg.overlay(sys.argv[2])
+model = og.Model(cfg)
+tokenizer = og.Tokenizer(model)
+for line in sys.stdin:
+    request = json.loads(line)
+    ids = tokenizer.encode(request["prompt"])
+    stream = tokenizer.create_stream()
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ids) + request["new"], do_sample=False)
+    gen = og.Generator(model, params)
+    gen.append_tokens(ids)
+    while not gen.is_done():
+        gen.generate_next_token()
+        data = stream.decode(gen.get_next_tokens()[0]).encode()
+        os.write(out, struct.pack("<I", len(data)) + data)
+    os.write(out, struct.pack("<I", 0xFFFFFFFF))
+    del gen
+"""
+_HEADER = struct.Struct("<I")
+_END = 0xFFFFFFFF
+
+
+class FloorPipe:
+    """The raw loop in a child process (started here, kept until :meth:`close`), read frame by frame."""
+
+    def __init__(self, model_path: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD_SOURCE, str(model_path), _overlay()],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+        self.pid = self.proc.pid
+
+    def stream(self, prompt: str, new: int) -> Iterator[tuple[str, int]]:
+        """(text, 1) per token, read with blocking ``os.read`` in the consuming thread (read it to the end)."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps({"prompt": prompt, "new": new}).encode() + b"\n")
+        stdin.flush()
+        fd = stdout.fileno()
+        buf, pos = b"", 0
+        while True:
+            if len(buf) - pos >= 4:  # one read can hold several frames, or part of one
+                (size,) = _HEADER.unpack_from(buf, pos)
+                if size == _END:
+                    return
+                if len(buf) - pos - 4 >= size:
+                    pos += 4 + size
+                    yield buf[pos - size : pos].decode(), 1
+                    continue
+            data = os.read(fd, 65536)
+            if not data:
+                raise RuntimeError(f"the floor's child ended (exit code {self.proc.wait()})")
+            buf, pos = buf[pos:] + data, 0
+
+    def close(self) -> None:
+        """End the child (its stdin closes: its loop ends)."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
 
 
 def _timed(pieces: Callable[[], Iterator[tuple[str, int]]]) -> Run:
@@ -139,14 +235,9 @@ def adapter_streams(
             model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False,
             session_options=SESSION_OPTIONS, execution=execution,
         )
-        lc_messages = [SystemMessage(SYSTEM), HumanMessage(USER)]
-
-        def langchain() -> Iterator[tuple[str, int]]:
-            for c in llm.stream(lc_messages):
-                usage = c.usage_metadata
-                yield str(c.content), (usage["output_tokens"] if usage else 0)
-
-        streams["langchain_stream" + suffix] = langchain
+        streams["langchain_stream" + suffix] = functools.partial(
+            langchain_pieces, llm, [SystemMessage(SYSTEM), HumanMessage(USER)]
+        )
     except ImportError:
         pass
     try:
@@ -158,16 +249,193 @@ def adapter_streams(
             model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False,
             session_options=SESSION_OPTIONS, execution=execution,
         )
-        li_messages = [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
-
-        def llamaindex() -> Iterator[tuple[str, int]]:
-            for r in li.stream_chat(li_messages):
-                yield r.delta or "", int(r.additional_kwargs.get("completion_tokens", 0))
-
-        streams["llamaindex_stream" + suffix] = llamaindex
+        streams["llamaindex_stream" + suffix] = functools.partial(
+            llamaindex_pieces, li, [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
+        )
     except ImportError:
         pass
     return streams
+
+
+def langchain_pieces(llm: Any, messages: list[Any]) -> Iterator[tuple[str, int]]:
+    """A LangChain chat model's ``.stream``: (text, new tokens) per chunk, the count from the last chunk's usage."""
+    for c in llm.stream(messages):
+        usage = c.usage_metadata
+        yield str(c.content), (usage["output_tokens"] if usage else 0)
+
+
+def llamaindex_pieces(llm: Any, messages: list[Any]) -> Iterator[tuple[str, int]]:
+    """A LlamaIndex LLM's ``stream_chat``: (delta, new tokens) per response, the count from the last one's."""
+    for r in llm.stream_chat(messages):
+        yield r.delta or "", int(r.additional_kwargs.get("completion_tokens", 0))
+
+
+def floor_streams(
+    pipe: FloorPipe, prompt: str, new: int, prompt_tokens: int
+) -> dict[str, Callable[[], Iterator[tuple[str, int]]]]:
+    """The floors (those whose framework is installed) as (text, new tokens) pieces, read like the adapters."""
+    streams: dict[str, Callable[[], Iterator[tuple[str, int]]]] = {"floor_pipe": lambda: pipe.stream(prompt, new)}
+    with contextlib.suppress(ImportError):
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        llm = floor_chat_model(pipe, prompt, new, prompt_tokens)
+        streams["floor_langchain"] = functools.partial(
+            langchain_pieces, llm, [SystemMessage(SYSTEM), HumanMessage(USER)]
+        )
+    with contextlib.suppress(ImportError):
+        from llama_index.core.llms import ChatMessage as LIMessage
+
+        li = floor_llm(pipe, prompt, new)
+        streams["floor_llamaindex"] = functools.partial(
+            llamaindex_pieces, li, [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
+        )
+    return streams
+
+
+def floor_chat_model(pipe: FloorPipe, prompt: str, new: int, prompt_tokens: int) -> Any:
+    """A trivial LangChain chat model over the floor's pipe (the messages are the rendered ``prompt``'s).
+
+    One chunk per token (each reported to the run manager), then a last chunk with the usage, as
+    ``ChatRyzenAI`` streams.
+    """
+    from langchain_core.callbacks import CallbackManagerForLLMRun
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.language_models.chat_models import generate_from_stream
+    from langchain_core.messages import AIMessageChunk, BaseMessage, UsageMetadata
+    from langchain_core.outputs import ChatGenerationChunk, ChatResult
+
+    class FloorChat(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "floor-pipe"
+
+        def _stream(
+            self,
+            messages: list[BaseMessage],
+            stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None,
+            **kwargs: Any,
+        ) -> Iterator[ChatGenerationChunk]:
+            n = 0
+            for text, _ in pipe.stream(prompt, new):
+                n += 1
+                chunk = ChatGenerationChunk(message=AIMessageChunk(content=text))
+                if run_manager is not None:
+                    run_manager.on_llm_new_token(text, chunk=chunk)
+                yield chunk
+            usage = UsageMetadata(input_tokens=prompt_tokens, output_tokens=n, total_tokens=prompt_tokens + n)
+            chunk = ChatGenerationChunk(
+                message=AIMessageChunk(content="", usage_metadata=usage, chunk_position="last"),
+                generation_info={"finish_reason": "length"},
+            )
+            if run_manager is not None:
+                run_manager.on_llm_new_token("", chunk=chunk)
+            yield chunk
+
+        def _generate(
+            self,
+            messages: list[BaseMessage],
+            stop: list[str] | None = None,
+            run_manager: CallbackManagerForLLMRun | None = None,
+            **kwargs: Any,
+        ) -> ChatResult:
+            return generate_from_stream(self._stream(messages, stop=stop, run_manager=run_manager, **kwargs))
+
+    return FloorChat()
+
+
+def floor_llm(pipe: FloorPipe, prompt: str, new: int) -> Any:
+    """A trivial LlamaIndex LLM over the floor's pipe (the messages are the rendered ``prompt``'s).
+
+    ``chat`` / ``stream_chat`` decorated like ``RyzenAILLM``'s (``llm_chat_callback``; LlamaIndex's
+    span mixin adds the span): one response per token with the text so far, then a last one with
+    the token count, as ``RyzenAILLM`` streams. Completion comes from chat; the async methods run
+    the sync ones.
+    """
+    from collections.abc import Sequence
+
+    from llama_index.core.base.llms.generic_utils import (
+        chat_to_completion_decorator,
+        stream_chat_to_completion_decorator,
+    )
+    from llama_index.core.base.llms.types import (
+        ChatMessage,
+        ChatResponse,
+        ChatResponseAsyncGen,
+        ChatResponseGen,
+        CompletionResponse,
+        CompletionResponseAsyncGen,
+        CompletionResponseGen,
+        LLMMetadata,
+    )
+    from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+    from llama_index.core.llms.llm import LLM
+
+    def responses() -> ChatResponseGen:
+        text, n = "", 0
+        for piece, _ in pipe.stream(prompt, new):
+            text += piece
+            n += 1
+            yield ChatResponse(message=ChatMessage(role="assistant", content=text), delta=piece)
+        yield ChatResponse(
+            message=ChatMessage(role="assistant", content=text), delta="", additional_kwargs={"completion_tokens": n}
+        )
+
+    class FloorLLM(LLM):
+        @classmethod
+        def class_name(cls) -> str:
+            return "FloorLLM"
+
+        @property
+        def metadata(self) -> LLMMetadata:
+            return LLMMetadata(is_chat_model=True, num_output=new, model_name="floor-pipe")
+
+        @llm_chat_callback()
+        def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+            *_, last = responses()
+            return last
+
+        @llm_chat_callback()
+        def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+            return responses()
+
+        @llm_completion_callback()
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            return chat_to_completion_decorator(self.chat)(prompt, **kwargs)
+
+        @llm_completion_callback()
+        def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+            return stream_chat_to_completion_decorator(self.stream_chat)(prompt, **kwargs)
+
+        @llm_chat_callback()
+        async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+            response: ChatResponse = self.chat(messages, **kwargs)
+            return response
+
+        @llm_chat_callback()
+        async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
+            async def gen() -> ChatResponseAsyncGen:
+                for r in self.stream_chat(messages, **kwargs):
+                    yield r
+
+            return gen()
+
+        @llm_completion_callback()
+        async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            response: CompletionResponse = self.complete(prompt, formatted, **kwargs)
+            return response
+
+        @llm_completion_callback()
+        async def astream_complete(
+            self, prompt: str, formatted: bool = False, **kwargs: Any
+        ) -> CompletionResponseAsyncGen:
+            async def gen() -> CompletionResponseAsyncGen:
+                for r in self.stream_complete(prompt, formatted, **kwargs):
+                    yield r
+
+            return gen()
+
+    return FloorLLM()
 
 
 def render_ms(engine: Engine, repeat: int = 50) -> float:
@@ -209,6 +477,7 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     relay.load()
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
     prompt = inline.render(messages)
+    prompt_tokens = len(inline.encode(prompt))
     live: dict[str, Callable[[], Run]] = {
         "raw_oga_loop": raw_method(path, prompt, new),
         "core_inline": core_method(inline, new),
@@ -220,16 +489,22 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     if INLINE_ADAPTERS:
         for k, pieces in adapter_streams(path, new, "inline", "_inline").items():
             live[k] = functools.partial(_timed, pieces)
+    pipe = FloorPipe(path) if not METHODS or set(METHODS) & set(FLOORS) else None  # the child: only when timed
+    if pipe is not None:
+        for k, pieces in floor_streams(pipe, prompt, new, prompt_tokens).items():
+            live[k] = functools.partial(_timed, pieces)
     if METHODS:
-        if unknown := set(METHODS) - set(live):
-            raise SystemExit(f"unknown --methods {sorted(unknown)}; known: {sorted(live)}")
+        if unknown := set(METHODS) - set(live) - set(FLOORS):
+            raise SystemExit(f"unknown --methods {sorted(unknown)}; known: {sorted({*live, *FLOORS})}")
         live = {k: fn for k, fn in live.items() if k == "raw_oga_loop" or k in METHODS}
+    if missing := [k for k in FLOORS if k not in live and (not METHODS or k in METHODS)]:
+        print(f"skipping {', '.join(missing)}: its framework is not installed")
     for fn in live.values():  # warm-up: loads models, compiles templates, fills caches
         fn()
     runs: dict[str, list[Run]] = {k: [] for k in live}
     cpu: dict[str, list[float]] = {k: [] for k in live}
     names = list(live)
-    pids = (worker.backend.pid, relay.backend.pid)
+    pids = (worker.backend.pid, relay.backend.pid, pipe.pid if pipe is not None else None)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
@@ -238,13 +513,15 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
             runs[k].append(live[k]())
             cpu[k].append(time.process_time() + sum(map(process_cpu, pids)) - c0)
     relay.close()
+    if pipe is not None:
+        pipe.close()
     for k, rs in runs.items():
         counts = {n for _, _, n in rs}
         if counts != {new}:
             raise SystemExit(f"{name}/{k}: generated {sorted(counts)} tokens, expected {new} in every run")
     raw = runs["raw_oga_loop"]
     out: dict[str, Any] = {
-        "prompt_tokens": len(inline.encode(prompt)),
+        "prompt_tokens": prompt_tokens,
         "new_tokens": new,
         "rounds": rounds,
         "template_render_ms": render_ms(inline),
@@ -288,12 +565,14 @@ def _median_interval(values: list[float], resamples: int = 2000) -> list[float]:
 
 def markdown_rows(results: dict[str, Any]) -> list[str]:
     """One README table row per model: speed (lowest-highest), CPU time and TTFT overhead of each method
-    (with ``--inline-adapters``, two more cells: the adapters with ``execution="inline"``)."""
+    (with ``--inline-adapters``, two more cells: the adapters with ``execution="inline"``), then the
+    three floors ("-" for a method not timed)."""
     rows = []
     for name, res in results["models"].items():
         cells = []
         inline = ("langchain_stream_inline", "llamaindex_stream_inline") if results.get("inline_adapters") else ()
-        for k in ("core_inline", "core_worker", "core_worker_relay", "langchain_stream", "llamaindex_stream", *inline):
+        methods = ("core_inline", "core_worker", "core_worker_relay", "langchain_stream", "llamaindex_stream")
+        for k in (*methods, *inline, *FLOORS):
             if k not in res["speed_vs_raw"]:
                 cells.append("-")
                 continue
