@@ -675,8 +675,11 @@ class _WorkerBackend(_Backend):
         while link.owner == rid:
             if pipe.drained and not polled:  # nothing buffered: wait on the pipe before looking
                 # At most a second at a time: what reaches the queue other than through the pipe is seen within it.
-                timeout = call.wait_slice()
-                wait = _OWN_POLL_MS if timeout is None else max(1, math.ceil(min(timeout, _OWN_POLL) * 1000))
+                wait = _OWN_POLL_MS
+                if call.control.deadline is not None or call.control.phase == "queued":
+                    timeout = call.wait_slice()
+                    if timeout is not None:
+                        wait = max(1, math.ceil(min(timeout, _OWN_POLL) * 1000))
                 if not link.own_poller.poll(wait):
                     return _TIMEOUT
                 polled = True
