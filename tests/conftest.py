@@ -111,3 +111,14 @@ def process_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def close_engines_under(folder: Path) -> None:
+    """Close (and forget) every shared engine on a model under ``folder``."""
+    from ryzenai_core import Engine
+
+    with Engine._registry_lock:
+        keys = [k for k in Engine._registry if Path(k[0].path).is_relative_to(folder)]
+        engines = [Engine._registry.pop(k) for k in keys]
+    for engine in engines:
+        engine.close()

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TINY_LLAMA, process_alive
+from conftest import TINY_LLAMA, close_engines_under, process_alive
 from ryzenai_core import (
     ChatMessage,
     ConfigError,
@@ -56,15 +56,6 @@ SURFACES = [
 EXECUTIONS = ["process", "inline"]
 
 
-def _close_engines_under(folder: Path) -> None:
-    """Close (and forget) every shared engine on a model under ``folder``."""
-    with Engine._registry_lock:
-        keys = [k for k in Engine._registry if Path(k[0].path).is_relative_to(folder)]
-        engines = [Engine._registry.pop(k) for k in keys]
-    for engine in engines:
-        engine.close()
-
-
 @pytest.fixture(scope="module")
 def shared_copy(tmp_path_factory):
     """A copy of the fixture model for this module's calls that leave the model usable."""
@@ -74,14 +65,14 @@ def shared_copy(tmp_path_factory):
     path = folder / "tiny-llama"
     shutil.copytree(TINY_LLAMA, path)
     yield path
-    _close_engines_under(folder)
+    close_engines_under(folder)
 
 
 @pytest.fixture
 def own_copy(copy_package, tmp_path):
     """A copy of the fixture model on its own worker (for tests that kill or break it)."""
     yield copy_package(TINY_LLAMA, "own-worker")
-    _close_engines_under(tmp_path)
+    close_engines_under(tmp_path)
 
 
 async def run(

@@ -18,11 +18,10 @@ import shutil
 import signal
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import TINY_LLAMA
+from conftest import TINY_LLAMA, close_engines_under
 from ryzenai_core import ChatMessage, Engine, WorkerDiedError
 from ryzenai_core import engine as engine_module
 from ryzenai_core._frames import EMPTY, PARTIAL, PIPE_BUFFER, FramePipe, parse_frame, write_frame
@@ -45,11 +44,7 @@ def model(tmp_path_factory):
     path = folder / "tiny-llama"
     shutil.copytree(TINY_LLAMA, path)
     yield path
-    with Engine._registry_lock:
-        keys = [k for k in Engine._registry if Path(k[0].path).is_relative_to(folder)]
-        engines = [Engine._registry.pop(k) for k in keys]
-    for engine in engines:
-        engine.close()
+    close_engines_under(folder)
 
 
 @pytest.fixture(scope="module")
