@@ -415,6 +415,7 @@ _WOKEN = "woken"  # the reader thread left its turn for a stream that reads for 
 _MINE, _OTHER, _TIMEOUT = 0, 1, 2  # what a stream's turn on the pipe found (_WorkerBackend._read_own)
 _OWN_POLL = 1.0  # seconds a stream reading for itself waits on the pipe before it looks at its queue again
 _OWN_POLL_MS = int(_OWN_POLL * 1000)
+_AT_PIPE = math.inf  # _Link.left while the owner is at the pipe: never away
 
 
 class _Link:
@@ -498,6 +499,7 @@ class _WorkerBackend(_Backend):
         self._running: int | None = None  # the stream the worker is working on
         self._loaded_pid: int | None = None
         self._ids = itertools.count(1)
+        self._closed = False
 
     # -- process management
     def _ensure(self) -> subprocess.Popen[bytes]:
@@ -642,13 +644,15 @@ class _WorkerBackend(_Backend):
             return True
 
     def _claim(self, link: _Link, rid: int) -> bool:
-        """Take the pipe's turn for stream ``rid``, the owner or alone (then it reads for itself)."""
+        """Make stream ``rid`` the pipe's reader (its owner, or alone now); False if it is not.
+
+        From here until the stream leaves the pipe's turn, the reader thread does not take the
+        pipe back (else it could wait on the pipe holding the turn while the stream waits for
+        the turn, its last frames already in its queue).
+        """
         if link.owner != rid and not self._take_pipe(link, rid):
             return False
-        link.turn.acquire()
-        if link.owner != rid:
-            link.turn.release()
-            return False
+        link.left = _AT_PIPE
         return True
 
     def _step_back(self, link: _Link, rid: int) -> None:
@@ -707,7 +711,10 @@ class _WorkerBackend(_Backend):
                 return _OTHER
             if msg[1] != rid and msg[1] in self._handlers:
                 return _OTHER
-            pipe.consume(head[0])
+            try:
+                pipe.consume(head[0])
+            except (OSError, ValueError):  # closed under us
+                return _OTHER
             if msg[0] == "delta" and msg[1] == rid:  # a middle chunk (see worker.py): straight to the stream
                 call.started_output = True
                 return ("chunk", Chunk(text=msg[2], token_ids=msg[3]))
@@ -725,13 +732,20 @@ class _WorkerBackend(_Backend):
             link = self._link
             if link is None or link.pipe is None or link.proc is not self._proc or not self._claim(link, rid):
                 return _get(q, call)
-            try:
-                # Frames are handed over only by whoever holds the turn: one the reader thread handed
-                # over before this stream took it is in the queue now.
-                got = _MINE if not q.empty() else self._read_own(link, call)
-            finally:
-                link.left = time.monotonic()
-                link.turn.release()
+            # The turn is taken by `with`: its release is in place before a Ctrl-C in this thread
+            # can be raised (an acquire() followed by a try could leave it held: every call hangs).
+            with link.turn:
+                try:
+                    if link.owner != rid:  # the reader thread took the pipe back
+                        got: tuple[str, Any] | int = _OTHER
+                    elif not q.empty():
+                        # Frames are handed over only by whoever holds the turn: one the reader thread
+                        # handed over before this stream took it is in the queue now.
+                        got = _MINE
+                    else:
+                        got = self._read_own(link, call)
+                finally:
+                    link.left = time.monotonic()
             if type(got) is tuple:
                 return got
             if got == _TIMEOUT:
@@ -813,7 +827,7 @@ class _WorkerBackend(_Backend):
                     call.put(("chunk", msg[2]))
                 elif kind == "end":
                     call.put(("end", None))
-                elif call.may_retry(msg[2]):
+                elif not self._closed and call.may_retry(msg[2]):  # a closed engine starts no new worker
                     threading.Thread(target=self._resend, args=(call,), daemon=True).start()
                 else:
                     call.put(("error", msg[2]))
@@ -831,6 +845,9 @@ class _WorkerBackend(_Backend):
         """Send a call whose worker died before any output to a new worker (unless its caller left)."""
         if call.rid not in self._handlers:
             return
+        if self._closed:  # closed while this thread started: no new worker
+            call.put(("error", WorkerDiedError("the engine was closed during the call")))
+            return
         control = call.control
         # Loading the model in the new worker is no part of the call's time (as on a first call).
         # "queued" first: the caller then looks again every _POLL seconds, so it sees the
@@ -845,6 +862,9 @@ class _WorkerBackend(_Backend):
                 if held is not None:
                     control.deadline = held + (time.monotonic() - started)
             if call.rid in self._handlers:  # its caller may have left during the load
+                # Its thread waits on its queue now, so the reader thread reads for it until it
+                # comes back to the pipe (taking the pipe here would leave it unread for AWAY s).
+                call.reads_itself = False
                 self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
             call.put(("error", exc))
@@ -911,6 +931,7 @@ class _WorkerBackend(_Backend):
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def close(self) -> None:
+        self._closed = True  # calls still in flight fail; none is sent to a new worker
         proc, self._proc = self._proc, None
         link, self._link = self._link, None
         if link is not None:

@@ -172,6 +172,59 @@ def test_a_frame_handed_over_just_before_the_stream_takes_the_pipe_is_not_missed
     assert time.monotonic() - started < 10
 
 
+def test_a_ctrl_c_after_any_call_of_the_streams_own_reading_leaves_the_pipe_usable(engine, reference, monkeypatch):
+    """A KeyboardInterrupt right after each call, in turn, of the code by which a stream reads the
+    pipe for itself (where Python raises a signal's exception: when a call returns): the pipe's
+    turn is never left taken (the reader thread and every later call would wait for it forever),
+    the pipe is never left in the middle of a frame, and the next stream streams the right answer
+    on the same worker."""
+    pid = engine.backend.pid
+    me = threading.get_ident()
+    calls = {"n": 0, "at": 0}
+
+    def interrupting(real):
+        def call(*args, **kwargs):
+            out = real(*args, **kwargs)
+            if threading.get_ident() == me:
+                calls["n"] += 1
+                if calls["n"] == calls["at"]:
+                    raise KeyboardInterrupt
+            return out
+
+        return call
+
+    for owner, name in [
+        (_WorkerBackend, "_claim"),
+        (_WorkerBackend, "_take_pipe"),
+        (_WorkerBackend, "_read_own"),
+        (_WorkerBackend, "_dispatch"),
+        (_WorkerBackend, "_step_back"),
+        (FramePipe, "head"),
+        (FramePipe, "consume"),
+        (engine_module, "parse_frame"),
+        (engine_module, "Chunk"),
+    ]:
+        monkeypatch.setattr(owner, name, interrupting(getattr(owner, name)))
+    interrupted = 0
+    for at in range(1, 80):
+        calls.update(n=0, at=at)
+        try:
+            for _ in engine.stream(MSGS, opts()):
+                pass
+        except KeyboardInterrupt:
+            interrupted += 1
+        calls["at"] = 0
+        # A turn left taken would stop the reader thread and every later stream, which would
+        # wait for it forever: the next one runs in a thread of its own, given 30 s.
+        out: list = []
+        after = threading.Thread(target=lambda out=out: out.append(deltas(engine.stream(MSGS, opts()))), daemon=True)
+        after.start()
+        after.join(30)
+        assert out == [reference], f"the stream after an interrupt at call {at} did not stream the answer"
+    assert interrupted == 79
+    assert engine.backend.pid == pid
+
+
 def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
     """A KeyboardInterrupt in the reading thread loses at most that stream's own frame: the pipe
     stays whole, so the worker is not replaced, and the next call streams the right answer."""
@@ -300,3 +353,69 @@ def test_a_frame_still_arriving_is_left_to_the_reader_thread_and_nothing_is_lost
     monkeypatch.setattr(FramePipe, "head", arriving)
     assert deltas(engine.stream(MSGS, opts())) == reference
     assert looks  # the stream's thread met a frame "still arriving" (and left it to the reader thread)
+
+
+# ---------------------------------------------------------------- close() while a stream runs
+@pytest.fixture
+def second(engine):
+    """A second worker on the same model (closed by its test), reading for itself or relayed."""
+    made = []
+
+    def _make(direct: bool) -> Engine:
+        e = Engine(engine.key, "process")
+        e.backend.direct_read = direct
+        e.load()
+        made.append(e)
+        return e
+
+    yield _make
+    for e in made:
+        e.close()
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
+def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, direct, monkeypatch):
+    """close() from another thread between the look at a frame and taking it: the stream ends with
+    WorkerDiedError (the worker is gone), not an error about a closed file."""
+    e = second(direct)
+    real = engine_module.parse_frame
+    seen = []
+
+    def parse(data):
+        msg = real(data)
+        if msg[0] == "delta":
+            seen.append(1)
+            if len(seen) == 5:
+                closer = threading.Thread(target=e.close)
+                closer.start()
+                closer.join()
+        return msg
+
+    monkeypatch.setattr(engine_module, "parse_frame", parse)
+    with pytest.raises(WorkerDiedError):
+        for _ in e.stream(MSGS, opts(3500)):
+            pass
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
+def test_close_before_a_streams_first_output_starts_no_new_worker(second, direct):
+    """close() after a stream's request went to the worker, before any output: the call fails with
+    WorkerDiedError instead of being sent to a new worker that the closed engine would never end."""
+    e = second(direct)
+    backend = e.backend
+    sent = threading.Event()
+    real_send = backend._send
+
+    def send(message):
+        real_send(message)
+        if message[0] == "stream":
+            sent.set()
+
+    backend._send = send
+    closer = threading.Thread(target=lambda: sent.wait(10) and e.close())
+    closer.start()
+    with pytest.raises(WorkerDiedError):
+        for _ in e.stream(MSGS, opts(3500)):
+            pass
+    closer.join()
+    assert backend._proc is None and backend.pid is None
