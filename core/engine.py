@@ -414,7 +414,6 @@ def _caller_deadline_passed(control: CallControl) -> bool:
 _WOKEN = "woken"  # the reader thread left its turn for a stream that reads for itself
 _MINE, _OTHER, _TIMEOUT = 0, 1, 2  # what a stream's turn on the pipe found (_WorkerBackend._read_own)
 _OWN_POLL = 1.0  # seconds a stream reading for itself waits on the pipe before it looks at its queue again
-_OWN_POLL_MS = int(_OWN_POLL * 1000)
 _AT_PIPE = math.inf  # _Link.left while the owner is at the pipe: never away
 
 
@@ -679,11 +678,8 @@ class _WorkerBackend(_Backend):
         while link.owner == rid:
             if pipe.drained and not polled:  # nothing buffered: wait on the pipe before looking
                 # At most a second at a time: what reaches the queue other than through the pipe is seen within it.
-                wait = _OWN_POLL_MS
-                if call.control.deadline is not None or call.control.phase == "queued":
-                    timeout = call.wait_slice()
-                    if timeout is not None:
-                        wait = max(1, math.ceil(min(timeout, _OWN_POLL) * 1000))
+                timeout = call.wait_slice()
+                wait = max(1, math.ceil(min(timeout if timeout is not None else _OWN_POLL, _OWN_POLL) * 1000))
                 if not link.own_poller.poll(wait):
                     return _TIMEOUT
                 polled = True
