@@ -506,6 +506,8 @@ class _WorkerBackend(_Backend):
             proc = self._proc
             if proc is not None and proc.poll() is None:
                 return proc
+            if self._closed:  # a call still in flight (a resend) after close(): no new worker
+                raise WorkerDiedError("the engine was closed during the call")
             proc = subprocess.Popen(
                 [sys.executable, "-m", "ryzenai_core.worker"],
                 stdin=subprocess.PIPE,
@@ -840,9 +842,6 @@ class _WorkerBackend(_Backend):
     def _resend(self, call: _Pending) -> None:
         """Send a call whose worker died before any output to a new worker (unless its caller left)."""
         if call.rid not in self._handlers:
-            return
-        if self._closed:  # closed while this thread started: no new worker
-            call.put(("error", WorkerDiedError("the engine was closed during the call")))
             return
         control = call.control
         # Loading the model in the new worker is no part of the call's time (as on a first call).

@@ -54,12 +54,18 @@ def engine(model):
     return e
 
 
+def _second_worker(engine: Engine, direct: bool) -> Engine:
+    """A second worker on ``engine``'s model, reading for itself or with every frame relayed."""
+    e = Engine(engine.key, "process")
+    e.backend.direct_read = direct
+    e.load()
+    return e
+
+
 @pytest.fixture(scope="module")
 def relay(engine):
     """A second worker on the same model whose frames all go through the reader thread (as on Windows)."""
-    e = Engine(engine.key, "process")
-    e.backend.direct_read = False
-    e.load()
+    e = _second_worker(engine, direct=False)
     yield e
     e.close()
 
@@ -362,11 +368,8 @@ def second(engine):
     made = []
 
     def _make(direct: bool) -> Engine:
-        e = Engine(engine.key, "process")
-        e.backend.direct_read = direct
-        e.load()
-        made.append(e)
-        return e
+        made.append(_second_worker(engine, direct))
+        return made[-1]
 
     yield _make
     for e in made:
