@@ -17,6 +17,13 @@ TINY_LLAMA = MODELS / "tiny-llama"
 TINY_QWEN3 = MODELS / "tiny-qwen3"
 TINY_GEMMA3 = MODELS / "tiny-gemma3-text"
 
+# An answer that outlasts every timeout and unread-stream grace in the tests on a machine of any
+# speed: 16,000 tokens of the Gemma 3 text fixture (window 16,384) take about 7 s on a 2-core CI
+# machine. tiny-llama's longest answer (3,500 tokens) ends in 0.65 s there, close enough to a
+# 0.3 s timeout that a quicker machine finishes it first.
+LASTING_MODEL = TINY_GEMMA3
+LASTING_TOKENS = 16000
+
 # About 3770 tokens of tiny-qwen3 (window 4096): a prefill of roughly 0.2 s on a laptop CPU, long
 # enough that a runtime holding the GIL in this process visibly stalls an event loop.
 LONG_PROMPT = " ".join(f"word{i % 97} alpha" for i in range(480))

@@ -10,14 +10,14 @@ import threading
 
 import pytest
 
-from conftest import TINY_LLAMA
+from conftest import LASTING_MODEL, LASTING_TOKENS, TINY_LLAMA
 from ryzenai_core import ChatMessage, ChatTemplateError, Engine, GenerationTimeoutError, StreamAbandonedError
 from ryzenai_core import engine as engine_module
 from ryzenai_core import session as session_module
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
-LONG = validated_options(max_new_tokens=3500, kv_reuse=False, temperature=0)
+LONG = validated_options(max_new_tokens=LASTING_TOKENS, kv_reuse=False, temperature=0)  # seconds on any machine
 SHORT = validated_options(max_new_tokens=3, temperature=0)
 # Template work that stops only at the 5 s render bound (wall time), on a machine of any speed:
 # the worker is busy well past a 0.2 s timeout plus its report margin and the stuck grace.
@@ -31,8 +31,8 @@ SLOW_TEMPLATE = (
 def _quick_unread_grace(monkeypatch) -> None:
     """Unread streams are stopped after 0.2 s here (2 s by default), looked at every 0.05 s.
 
-    The fixture model is fast: its longest answer (3,500 tokens) can end in 0.8 s on a quick
-    machine, so the stream it leaves unread must be stopped well within that.
+    The streams left unread give the longest answer of the fixtures (LASTING_MODEL), which lasts
+    seconds: they are stopped long before they could end by themselves.
     """
     monkeypatch.setattr(session_module, "ABANDON_AFTER", 0.2)
     monkeypatch.setattr(session_module, "QUEUED_POLL", 0.05)
@@ -45,7 +45,7 @@ def fresh(copy_package):
     made: list[Engine] = []
 
     def _make(execution: str = "process", name: str = "own-worker") -> Engine:
-        engine = Engine.get(copy_package(TINY_LLAMA, name), execution=execution)  # type: ignore[arg-type]
+        engine = Engine.get(copy_package(LASTING_MODEL, name), execution=execution)  # type: ignore[arg-type]
         made.append(engine)
         return engine
 
@@ -235,7 +235,7 @@ def test_a_slow_reader_is_not_stopped_when_nobody_waits(fresh) -> None:
 def test_langchain_stream_left_unread_does_not_block_invoke() -> None:
     from langchain_ryzenai import ChatRyzenAI
 
-    llm = ChatRyzenAI(model=str(TINY_LLAMA), max_tokens=3500, temperature=0, kv_reuse=False)
+    llm = ChatRyzenAI(model=str(LASTING_MODEL), max_tokens=LASTING_TOKENS, temperature=0, kv_reuse=False)
     stream = llm.stream("Tell me about the NPU.")
     next(stream)
     answer = llm.invoke("hi", max_tokens=3)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import TINY_LLAMA, close_engines_under, process_alive
+from conftest import LASTING_MODEL, LASTING_TOKENS, TINY_LLAMA, close_engines_under, process_alive
 from ryzenai_core import (
     ChatMessage,
     ConfigError,
@@ -64,6 +64,18 @@ def shared_copy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("failure-paths")
     path = folder / "tiny-llama"
     shutil.copytree(TINY_LLAMA, path)
+    yield path
+    close_engines_under(folder)
+
+
+@pytest.fixture(scope="module")
+def lasting_copy(tmp_path_factory):
+    """A copy of the model whose longest answer lasts seconds (for timeouts that must come first)."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("failure-paths-lasting")
+    path = folder / LASTING_MODEL.name
+    shutil.copytree(LASTING_MODEL, path)
     yield path
     close_engines_under(folder)
 
@@ -146,15 +158,15 @@ def _idle(engine: Engine) -> None:
 # ---------------------------------------------------------------- async: timeout
 @pytest.mark.parametrize("execution", EXECUTIONS)
 @pytest.mark.parametrize("surface", SURFACES)
-async def test_async_timeout_names_the_phase_and_the_next_call_works(shared_copy, surface, execution):
-    Engine.get(shared_copy, execution=execution).load()  # type: ignore[arg-type]
+async def test_async_timeout_names_the_phase_and_the_next_call_works(lasting_copy, surface, execution):
+    Engine.get(lasting_copy, execution=execution).load()  # type: ignore[arg-type]
     with pytest.raises(GenerationTimeoutError) as info:
-        await run(surface, shared_copy, execution, max_tokens=LONG, timeout=0.3)
+        await run(surface, lasting_copy, execution, max_tokens=LASTING_TOKENS, timeout=0.3)
     assert info.value.phase == "generating"
     assert "timeout=0.3 s while generating, after" in str(info.value)
     assert "was cancelled" in str(info.value)
-    assert await run(surface, shared_copy, execution, max_tokens=SHORT, timeout=30) == SHORT
-    _idle(Engine.get(shared_copy, execution=execution))  # type: ignore[arg-type]
+    assert await run(surface, lasting_copy, execution, max_tokens=SHORT, timeout=30) == SHORT
+    _idle(Engine.get(lasting_copy, execution=execution))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- async: generation error
