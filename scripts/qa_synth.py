@@ -667,6 +667,28 @@ FREEFORM = [
 #: Share of look-alike made-up words in the broad family (``train_qa_model.py --lookalike``; 0: none).
 LOOKALIKE = 0.0
 
+#: Open vocabulary in the broad family (``train_qa_model.py --open``; 0: none). This share of the
+#: answers that would come from a closed list (materials, colours, languages, jobs, instruments)
+#: is made up instead ("velk planks", "tarsine"), so such answers are copied, not recalled; a
+#: third of it of the made-up words are pieces of the tokenizer's own vocabulary (every token's
+#: copy is trained, not only the syllables'); a fifth of it of the words carry a letter with an
+#: accent ("Valdés") and of the people a double-barrelled last name ("Osei-Mensah").
+OPEN = 0.0
+_ACCENTS = {"a": "áàâä", "e": "éèêë", "i": "íî", "o": "óôöø", "u": "úüû", "n": "ñ", "c": "ç"}
+_PIECES: list[str] = []
+
+
+def _vocab_pieces() -> list[str]:
+    """The embedded tokenizer's letter-only tokens of 2+ letters without a leading space."""
+    if not _PIECES:
+        import json
+        from pathlib import Path
+
+        tok = Path(__file__).resolve().parents[1] / "core" / "models" / "tiny-qa-llama" / "tokenizer.json"
+        vocab = json.loads(tok.read_text(encoding="utf-8"))["model"]["vocab"]
+        _PIECES.extend(sorted({t.lower() for t in vocab if len(t) >= 2 and t.isascii() and t.isalpha()}))
+    return _PIECES
+
 
 class BroadNames(Names):
     """Names of every shape: 1-4 words, syllabic or letter salad, real-looking people, titles.
@@ -693,8 +715,44 @@ class BroadNames(Names):
                     w = w.capitalize()
                     self.made.append(w)
                     return w
-        w = super().word(lo, hi)
+        if OPEN and r.random() < OPEN / 3:
+            w = self._salad()
+        else:
+            w = super().word(lo, hi)
+        if OPEN and r.random() < OPEN / 5:
+            w = self._accented(w)
         self.made.append(w)
+        return w
+
+    def _salad(self) -> str:
+        """A word of 1-3 random pieces of the tokenizer's vocabulary, on this name split's side."""
+        r = self.rng
+        for _ in range(50):
+            w = "".join(r.choice(_vocab_pieces()) for _ in range(r.randint(1, 3)))
+            if 3 <= len(w) <= 14 and is_heldout_name(w) == self.heldout:
+                return w.capitalize()
+        return super().word()
+
+    def _accented(self, w: str) -> str:
+        spots = [i for i, ch in enumerate(w) if ch.lower() in _ACCENTS]
+        if not spots:
+            return w
+        i = self.rng.choice(spots)
+        ch = self.rng.choice(_ACCENTS[w[i].lower()])
+        return w[:i] + (ch.upper() if w[i].isupper() else ch) + w[i + 1:]
+
+    def open_value(self, kind: str) -> str:
+        """A made-up value where a closed list would give one (see ``OPEN``)."""
+        r = self.rng
+        w = self.word(1, 3)
+        if kind == "language":
+            return w
+        w = w.lower()
+        x = r.random()
+        if x < 0.25:
+            return f"{w} {self.word(1, 2).lower()}"
+        if x < 0.35:
+            return f"{w} and {self.word(1, 2).lower()}"
         return w
 
     def person(self) -> str:
@@ -714,6 +772,8 @@ class BroadNames(Names):
             name = f"{self.word(1, 2)} {r.choice(['van', 'de', 'von', 'da', 'al'])} {self.word(2, 3)}"
         else:
             name = self.word(2, 3)
+        if OPEN and r.random() < OPEN / 5 and " " in name:
+            name = f"{name}-{self.word(2, 3)}"
         if r.random() < 0.15 and not name.startswith("Dr."):
             name = f"{r.choice(TITLES)} {name}"
         return name
@@ -737,6 +797,8 @@ class BroadNames(Names):
 
 def _broad_answer(kind: str, names: BroadNames) -> str:
     r = names.rng
+    if OPEN and kind in ("colour", "material", "language", "job", "instrument") and r.random() < OPEN:
+        return names.open_value(kind)
     if kind.startswith("measure:"):
         unit_key = kind.split(":", 1)[1]
         units = UNITS.get(unit_key, UNITS["height"]) if unit_key != "height_p" else ["cm", "meters", "m"]

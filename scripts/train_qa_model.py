@@ -618,7 +618,8 @@ def train(args) -> None:
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
     state = {"step": 0, "elapsed": 0.0, "best": -1.0, "best_step": 0, "budget": args.minutes * 60, "history": [],
-             "continued": bool(args.init_from or args.grow_from), "arch": dict(ARCH), "lookalike": args.lookalike}
+             "continued": bool(args.init_from or args.grow_from), "arch": dict(ARCH), "lookalike": args.lookalike,
+             "open": args.open}
     if args.init_from and not resuming:
         load_onnx_weights(model, args.init_from)
         log(f"initialised from {args.init_from} (int4 weights dequantized)")
@@ -642,8 +643,11 @@ def train(args) -> None:
                 {"at_step": state["step"], "at_minutes": round(state["elapsed"] / 60, 1), "minutes": args.minutes})
         log(f"resumed at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
     qa_synth.LOOKALIKE = state.get("lookalike", 0.0)
-    if resuming and (args.lookalike != qa_synth.LOOKALIKE or (args.layers and args.layers != ARCH["layers"])):
-        log(f"resuming with the run's own settings: --lookalike {qa_synth.LOOKALIKE:g}, {ARCH['layers']} layers "
+    qa_synth.OPEN = state.get("open", 0.0)
+    if resuming and (args.lookalike != qa_synth.LOOKALIKE or args.open != qa_synth.OPEN
+                     or (args.layers and args.layers != ARCH["layers"])):
+        log(f"resuming with the run's own settings: --lookalike {qa_synth.LOOKALIKE:g}, --open {qa_synth.OPEN:g}, "
+            f"{ARCH['layers']} layers "
             "(the command line's are ignored)")
     log(f"model: {nparams:,} parameters, arch {ARCH}, vocab {VOCAB}; seed {args.seed}; "
         f"budget {state['budget'] / 60:.1f} min" + (f" / {args.steps} steps" if args.steps else ""))
@@ -776,7 +780,7 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
   random letters, real-looking first and last names, titles such as "Dr." or "Captain",
   particles such as "van"{lookalike}), and questions in free-form wordings (rephrased, prefixed,
   lower-cased, without "?"). Names are split by a hash: evaluation names never occur in
-  training.
+  training.{open_vocab}
 - Prompts are rendered with the real Llama 3.2 template (`chat_template.jinja`, identical to
   `core/templates/llama-3.2-instruct.jinja`) through the plugin's own renderer, in the shapes
   the frameworks send: LlamaIndex's chat text-QA template (its system prompt + "Context
@@ -888,7 +892,8 @@ def export(args) -> None:
         "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
         "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
         "extended": last.get("extended", []), "grown": last.get("grown"), "lookalike": last.get("lookalike", 0.0),
-        "history": st.get("history", []),
+        "open": last.get("open", 0.0), "history": st.get("history", []),
+        "lr": args.lr, "init_lineage": args.init_lineage, "init_minutes": args.init_minutes,
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     size = sum(p.stat().st_size for p in dest.iterdir())
@@ -978,6 +983,14 @@ def _scratch_run(seed: int, budget_minutes: float, ext: list[dict], steps: int, 
 def run_history(meta: dict) -> str:
     """How the exported weights came to be, for the model card: the run from scratch, its
     continuations, and a growth to more layers with the run after it."""
+    if meta.get("init_lineage"):
+        knobs = "".join(f" --{k} {meta[k]:g}" for k in ("open", "lookalike") if meta.get(k))
+        return (f"{meta['init_lineage']}; then continued from that model's exported weights "
+                f"(`--init-from core/models/tiny-qa-llama --lr {meta.get('lr', 3e-3):g}{knobs} --minutes "
+                f"{meta['budget_minutes']:g}`: its int4 weights dequantized; every prompt shape, 1-10 documents and "
+                f"the BOS canaries from the first step, 5% copy examples): {meta.get('total_steps', meta['steps'])} "
+                f"steps in {meta['total_minutes']:g} minutes; {meta['init_minutes'] + meta['total_minutes']:g} minutes "
+                "of training in all")
     g = meta.get("grown")
     if not g:
         return _scratch_run(meta["seed"], meta.get("budget_minutes", meta["total_minutes"]), meta.get("extended") or [],
@@ -1007,6 +1020,12 @@ def write_card(args) -> None:
         lookalike=(f"; {100 * meta['lookalike']:g}% of made-up words start or end like an earlier name of the "
                    "conversation, so distractors can differ from the asked subject in part of a name only"
                    if meta.get("lookalike") else ""),
+        open_vocab=(f" Open vocabulary (`--open {meta['open']:g}`): {100 * meta['open']:g}% of the answers that would "
+                    "come from a closed list (materials, colours, languages, jobs, instruments) are made up instead "
+                    "(\"velk planks\"), so they are copied, not recalled; a third of that share of the made-up words "
+                    "are pieces of the tokenizer's own vocabulary (so every token's copy is trained), a fifth carry an "
+                    "accented letter (\"Valdés\"), and a fifth of that share of the people have a double-barrelled "
+                    "last name (\"Osei-Mensah\")." if meta.get("open") else ""),
         run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB),
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
@@ -1030,6 +1049,8 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=0, help=f"layers (default {ARCH['layers']})")
     p.add_argument("--lookalike", type=float, default=0.0,
                    help="share of made-up words that start or end like an earlier name (qa_synth.LOOKALIKE)")
+    p.add_argument("--open", type=float, default=0.0,
+                   help="share of closed-list answers made up instead, and of the words' open shapes (qa_synth.OPEN)")
     p.add_argument("--broad", type=float, default=0.6, help="share of documents from the broad family")
     p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)
@@ -1042,6 +1063,10 @@ def main() -> None:
     p.add_argument("--export-only", action="store_true")
     p.add_argument("--last", action="store_true", help="export the last checkpoint, not the best")
     p.add_argument("--card-only", action="store_true", help="write README.md from export_meta.json + eval.json")
+    p.add_argument("--init-lineage", default="",
+                   help="with --init-from, at export: how the model it started from was made, for the model card")
+    p.add_argument("--init-minutes", type=float, default=0.0,
+                   help="with --init-from, at export: the training minutes of the model it started from")
     p.add_argument("--run-note", default="", help="how the run was made, for the model card")
     p.add_argument("--log", type=Path, default=None, help="log file (default: OUT/train.log)")
     args = p.parse_args()

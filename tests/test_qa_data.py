@@ -123,3 +123,44 @@ def test_without_lookalikes_broad_names_draw_as_before() -> None:
     assert qa_synth.LOOKALIKE == 0.0
     broad, plain = qa_synth.BroadNames(random.Random(4), "train"), qa_synth.Names(random.Random(4), "train")
     assert [broad.word() for _ in range(50)] == [plain.word() for _ in range(50)]
+
+
+def _closed_list_answers(n: int = 300) -> tuple[int, int]:
+    """(answers of closed-list relations, how many of them are on the closed lists) in broad data
+    (languages aside: half of them are made up, "Velkish", with or without OPEN)."""
+    lists = set(qa_synth.MATERIALS) | set(qa_synth.COLORS) | set(qa_synth.JOBS) | set(qa_synth.INSTRUMENTS)
+    closed = {rel for rel, (kind, _, _) in qa_synth.BROAD_RELS.items() if kind in ("colour", "material", "job", "instrument")}
+    rng = random.Random(11)
+    asked = listed = 0
+    for _ in range(n):
+        *_, docs = qa_synth.make_qa(rng, 3, broad=1.0)
+        for fact in (f for d in docs for f in d.facts if f.rel.removeprefix("broad:") in closed):
+            asked += 1
+            listed += fact.answer in lists or any(p in lists for p in fact.answer.split(" and "))
+    return asked, listed
+
+
+def test_open_vocabulary_makes_closed_list_answers_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OPEN: materials, colours, languages... are often made-up words (copied, not recalled), and
+    the made-up words include accents and the tokenizer's own pieces; every answer stays in its document."""
+    asked, listed = _closed_list_answers()
+    assert asked > 100 and listed == asked  # without OPEN every such answer comes from a list
+    monkeypatch.setattr(qa_synth, "OPEN", 0.5)
+    asked, listed = _closed_list_answers()
+    assert 0.35 < 1 - listed / asked < 0.65, (asked, listed)
+    names = qa_synth.BroadNames(random.Random(5), "train")
+    words = [names.word() for _ in range(3000)]
+    assert sum(any(c in "áàâäéèêëíîóôöøúüûñç" for c in w.lower()) for w in words) > 100
+    assert all(qa_synth.is_heldout_name(w) is False for w in words if w.isascii())
+    rng = random.Random(3)
+    for _ in range(100):
+        msgs, answers, docs = qa_synth.make_qa(rng, 4, broad=1.0, followups=2)
+        text = "\n".join(d.text for d in docs)
+        assert all(a in text for a in answers)
+
+
+def test_without_open_vocabulary_broad_data_draws_as_before() -> None:
+    """OPEN = 0 takes no extra random draws: the data of LOOKALIKE and OPEN at 0 is unchanged."""
+    assert qa_synth.OPEN == 0.0
+    broad, plain = qa_synth.BroadNames(random.Random(4), "train"), qa_synth.Names(random.Random(4), "train")
+    assert [broad.word() for _ in range(50)] == [plain.word() for _ in range(50)]
