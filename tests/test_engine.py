@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3
+from conftest import LASTING_MODEL, LASTING_TOKENS, REPLICAS, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import (
     ContextWindowExceededError,
     GenerationError,
@@ -331,18 +331,20 @@ def test_cancelling_an_async_task_frees_the_model():
     assert c.usage.completion_tokens == 5
 
 
-def test_timeout_cancels_and_raises(engine):
+@pytest.mark.parametrize("execution", ["inline", "process"])
+def test_timeout_cancels_and_raises(execution):
+    engine = Engine.get(LASTING_MODEL, execution=execution)  # an answer of seconds: the timeout comes first
     with pytest.raises(GenerationTimeoutError):
-        for _ in engine.stream(MSGS, opts(max_new_tokens=3500, kv_reuse=False), timeout=0.05):
+        for _ in engine.stream(MSGS, opts(max_new_tokens=LASTING_TOKENS, kv_reuse=False), timeout=0.05):
             pass
     assert engine.generate(MSGS, opts(max_new_tokens=3)).usage.completion_tokens == 3
 
 
 def test_worker_killed_mid_call_is_an_error_and_the_next_call_works(copy_package):
-    e = Engine.get(copy_package(TINY_QWEN3, "killable"), execution="process")
+    e = Engine.get(copy_package(LASTING_MODEL, "killable"), execution="process")
     e.load()
     pid = e.backend.pid
-    it = e.stream(MSGS, opts(max_new_tokens=3500, kv_reuse=False))
+    it = e.stream(MSGS, opts(max_new_tokens=LASTING_TOKENS, kv_reuse=False))  # still going when killed
     next(it)
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerDiedError, match="exited"):

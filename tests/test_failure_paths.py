@@ -41,7 +41,7 @@ from ryzenai_core.options import validated_options
 from ryzenai_core.worker import _portable
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
-LONG = 3500
+LONG = LASTING_TOKENS  # of LASTING_MODEL: an answer that lasts seconds, stopped long before its end
 SHORT = 3
 # Output that cannot close within 5 tokens: the runtime stops, the engine raises GenerationError.
 UNFINISHED = {"type": "json_schema", "data": {"type": "object", "properties": {"text": {"type": "string", "minLength": 50}}, "required": ["text"]}}
@@ -84,6 +84,13 @@ def lasting_copy(tmp_path_factory):
 def own_copy(copy_package, tmp_path):
     """A copy of the fixture model on its own worker (for tests that kill or break it)."""
     yield copy_package(TINY_LLAMA, "own-worker")
+    close_engines_under(tmp_path)
+
+
+@pytest.fixture
+def own_lasting(copy_package, tmp_path):
+    """A copy of LASTING_MODEL on its own worker (for tests that kill or break it mid-answer)."""
+    yield copy_package(LASTING_MODEL, "own-worker")
     close_engines_under(tmp_path)
 
 
@@ -161,7 +168,7 @@ def _idle(engine: Engine) -> None:
 async def test_async_timeout_names_the_phase_and_the_next_call_works(lasting_copy, surface, execution):
     Engine.get(lasting_copy, execution=execution).load()  # type: ignore[arg-type]
     with pytest.raises(GenerationTimeoutError) as info:
-        await run(surface, lasting_copy, execution, max_tokens=LASTING_TOKENS, timeout=0.3)
+        await run(surface, lasting_copy, execution, max_tokens=LONG, timeout=0.3)
     assert info.value.phase == "generating"
     assert "timeout=0.3 s while generating, after" in str(info.value)
     assert "was cancelled" in str(info.value)
@@ -185,8 +192,8 @@ async def test_async_generation_error_is_typed_and_the_next_call_works(shared_co
 # ---------------------------------------------------------------- async: cancellation
 @pytest.mark.parametrize("execution", EXECUTIONS)
 @pytest.mark.parametrize("surface", SURFACES)
-async def test_cancelling_the_task_mid_stream_frees_the_model(shared_copy, surface, execution, monkeypatch):
-    engine = Engine.get(shared_copy, execution=execution)  # type: ignore[arg-type]
+async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surface, execution, monkeypatch):
+    engine = Engine.get(lasting_copy, execution=execution)  # type: ignore[arg-type]
     engine.load()
     frames: list[str] = []  # what the worker sent: the cancelled generation must stop, not run to its end
     real = engine_module.parse_frame
@@ -198,12 +205,12 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(shared_copy, surfa
         return message
 
     monkeypatch.setattr(engine_module, "parse_frame", counting)
-    task = asyncio.create_task(run(surface, shared_copy, execution, max_tokens=LONG))
+    task = asyncio.create_task(run(surface, lasting_copy, execution, max_tokens=LONG))
     await _first_chunk(engine, task)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await run(surface, shared_copy, execution, max_tokens=SHORT) == SHORT
+    assert await run(surface, lasting_copy, execution, max_tokens=SHORT) == SHORT
     _idle(engine)
     if execution == "process":
         assert frames.count("end") == 2 and frames.count("delta") < LONG // 2
@@ -211,27 +218,27 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(shared_copy, surfa
 
 # ---------------------------------------------------------------- async: the worker dies
 @pytest.mark.parametrize("surface", SURFACES)
-async def test_worker_killed_mid_stream_is_worker_died_and_the_next_call_works(own_copy, surface):
-    engine = Engine.get(own_copy, execution="process")
+async def test_worker_killed_mid_stream_is_worker_died_and_the_next_call_works(own_lasting, surface):
+    engine = Engine.get(own_lasting, execution="process")
     engine.load()
     pid = engine.backend.pid
-    task = asyncio.create_task(run(surface, own_copy, "process", max_tokens=LONG))
+    task = asyncio.create_task(run(surface, own_lasting, "process", max_tokens=LONG))
     await _first_chunk(engine, task)
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerDiedError) as info:
         await task
     assert f"the model worker process (pid {pid}) exited with code -9 during the call" in str(info.value)
     assert "the next call starts a new worker" in str(info.value)
-    assert await run(surface, own_copy, "process", max_tokens=SHORT) == SHORT
+    assert await run(surface, own_lasting, "process", max_tokens=SHORT) == SHORT
     assert engine.backend.pid not in (None, pid)
     _idle(engine)
 
 
 @pytest.mark.parametrize("execution", EXECUTIONS)
-def test_a_stream_whose_event_loop_closed_does_not_break_the_model(shared_copy, execution):
+def test_a_stream_whose_event_loop_closed_does_not_break_the_model(lasting_copy, execution):
     """An async stream left open when its loop closes (no ``shutdown_asyncgens``): its chunks
     have nowhere to go; it must not take the worker's reader (or the inline producer) down with it."""
-    engine = Engine.get(shared_copy, execution=execution)  # type: ignore[arg-type]
+    engine = Engine.get(lasting_copy, execution=execution)  # type: ignore[arg-type]
     engine.load()
     loop = asyncio.new_event_loop()
     stream = engine.astream(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False))
@@ -440,9 +447,9 @@ def test_a_frame_that_does_not_unpickle_raises():
         read_frame(io.BytesIO(len(body).to_bytes(4, "little") + body))
 
 
-def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(own_copy, monkeypatch):
+def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(own_lasting, monkeypatch):
     """The reader cannot trust the rest of the pipe after a frame it cannot read: the worker is replaced."""
-    engine = Engine.get(own_copy, execution="process")
+    engine = Engine.get(own_lasting, execution="process")
     engine.load()
     pid = engine.backend.pid
     real = engine_module.parse_frame
@@ -477,8 +484,8 @@ def test_close_ends_the_worker_and_the_next_call_starts_a_new_one(own_copy):
     assert engine.backend.pid not in (None, pid)
 
 
-def test_close_during_a_stream_ends_it_with_worker_died(own_copy):
-    engine = Engine.get(own_copy, execution="process")
+def test_close_during_a_stream_ends_it_with_worker_died(own_lasting):
+    engine = Engine.get(own_lasting, execution="process")
     stream = engine.stream(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False))
     next(stream)
     pid = engine.backend.pid

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import TINY_LLAMA, close_engines_under
+from conftest import LASTING_MODEL, close_engines_under
 from ryzenai_core import ChatMessage, Engine, WorkerDiedError
 from ryzenai_core import engine as engine_module
 from ryzenai_core._frames import EMPTY, PARTIAL, PIPE_BUFFER, FramePipe, parse_frame, write_frame
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(not engine_module.DIRECT_READ, reason="a stream 
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
 N = 48
+LONG = 3500  # about 1.3 s of LASTING_MODEL's answer (it has no date line that could make it end early)
 
 
 def opts(n: int = N):
@@ -41,8 +42,8 @@ def opts(n: int = N):
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pipe")
-    path = folder / "tiny-llama"
-    shutil.copytree(TINY_LLAMA, path)
+    path = folder / LASTING_MODEL.name  # its long answers outlast every timer here, on any day
+    shutil.copytree(LASTING_MODEL, path)
     yield path
     close_engines_under(folder)
 
@@ -241,7 +242,7 @@ def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
         timer = threading.Timer(rng.uniform(0.005, 0.08), os.kill, (os.getpid(), signal.SIGINT))
         timer.start()
         try:
-            for _ in engine.stream(MSGS, opts(3500)):
+            for _ in engine.stream(MSGS, opts(LONG)):
                 pass
         except KeyboardInterrupt:
             interrupted += 1
@@ -249,14 +250,14 @@ def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
             timer.join()
         out = deltas(engine.stream(MSGS, opts(6)))
         assert sum(len(ids) for _, ids in out) == 6 and engine.backend.pid == pid
-    assert interrupted >= 10  # a 3500-token answer outlasts every timer
+    assert interrupted >= 10  # a LONG answer outlasts every timer
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
 def test_a_worker_killed_mid_stream_is_an_error_and_the_next_call_works(engine, relay, direct):
     e = engine if direct else relay
     pid = e.backend.pid
-    stream = e.stream(MSGS, opts(3500))
+    stream = e.stream(MSGS, opts(LONG))
     next(stream)
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(WorkerDiedError, match=f"pid {pid}"):
@@ -282,7 +283,7 @@ def test_a_torn_frame_replaces_the_worker(engine, relay, direct, monkeypatch):
 
     monkeypatch.setattr(engine_module, "parse_frame", tearing)
     with pytest.raises(WorkerDiedError):
-        for _ in e.stream(MSGS, opts(3500)):
+        for _ in e.stream(MSGS, opts(LONG)):
             pass
     assert len(seen) == 3  # nothing after the torn frame was read
     monkeypatch.undo()
@@ -396,7 +397,7 @@ def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, direct, mo
 
     monkeypatch.setattr(engine_module, "parse_frame", parse)
     with pytest.raises(WorkerDiedError):
-        for _ in e.stream(MSGS, opts(3500)):
+        for _ in e.stream(MSGS, opts(LONG)):
             pass
 
 
@@ -418,7 +419,7 @@ def test_close_before_a_streams_first_output_starts_no_new_worker(second, direct
     closer = threading.Thread(target=lambda: sent.wait(10) and e.close())
     closer.start()
     with pytest.raises(WorkerDiedError):
-        for _ in e.stream(MSGS, opts(3500)):
+        for _ in e.stream(MSGS, opts(LONG)):
             pass
     closer.join()
     assert backend._proc is None and backend.pid is None
