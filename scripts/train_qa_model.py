@@ -1022,10 +1022,11 @@ def write_card(args) -> None:
                    if meta.get("lookalike") else ""),
         open_vocab=(f" Open vocabulary (`--open {meta['open']:g}`): {100 * meta['open']:g}% of the answers that would "
                     "come from a closed list (materials, colours, languages, jobs, instruments) are made up instead "
-                    "(\"velk planks\"), so they are copied, not recalled; a third of that share of the made-up words "
-                    "are pieces of the tokenizer's own vocabulary (so every token's copy is trained), a fifth carry an "
-                    "accented letter (\"Valdés\"), and a fifth of that share of the people have a double-barrelled "
-                    "last name (\"Osei-Mensah\")." if meta.get("open") else ""),
+                    f"(\"velk planks\"), so they are copied, not recalled; {100 * meta['open'] / 3:.0f}% of the made-up words of "
+                    "the broad family are pieces of the tokenizer's own vocabulary (so every token's copy is trained), "
+                    f"{100 * meta['open'] / 5:g}% carry an accented letter (\"Valdés\"), and {100 * meta['open'] / 5:g}% "
+                    "of the people with a name of two or more words have a double-barrelled last name "
+                    "(\"Osei-Mensah\")." if meta.get("open") else ""),
         run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB),
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
