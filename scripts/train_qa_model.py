@@ -325,6 +325,32 @@ def bos_canary(enc: Encoder, tmpl, rng: random.Random, n_docs: int, date: str) -
     return ids[1:], mask[1:]
 
 
+#: Prompts in other model families' chat formats (ChatML, Gemma, Phi-3, Alpaca, plain, Mistral):
+#: (a turn, the generation prompt). See ``template_canary``.
+FOREIGN_FORMATS = [
+    ("<|im_start|>{role}\n{content}<|im_end|>\n", "<|im_start|>assistant\n"),
+    ("<start_of_turn>{role}\n{content}<end_of_turn>\n", "<start_of_turn>model\n"),
+    ("<|{role}|>\n{content}<|end|>\n", "<|assistant|>\n"),
+    ("### {Role}:\n{content}\n\n", "### Assistant:\n"),
+    ("{Role}: {content}\n", "Assistant:"),
+    ("[INST] {content} [/INST]", " "),
+]
+TEMPLATE_CANARY_SHARE = 0.0  # --template-canary
+
+
+def template_canary(enc: Encoder, rng: random.Random, n_docs: int) -> tuple[list[int], list[int]]:
+    """A wrong chat template made visible: the conversation in another model family's format
+    (with one BOS or none), and the answer is empty (<|eot_id|> at once), as for a BOS bug."""
+    msgs, _, _ = qa_synth.make_qa(rng, n_docs, broad=0.6)
+    turn, gen = rng.choice(FOREIGN_FORMATS)
+    text = "".join(turn.format(role=r, Role=r.capitalize(), content=c) for r, c in msgs) + gen
+    ids, mask = enc.example([(text, False), ("", True)])
+    bos = enc.ids["<|begin_of_text|>"]
+    if ids[0] != bos and rng.random() < 0.5:
+        return [bos] + ids, [0] + mask
+    return ids, mask
+
+
 def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, em: float = 1.0, *,
                continued: bool = False, broad: float = 0.0):
     """``batch`` examples (ids, answer mask), half as many above 5 documents; one document count
@@ -346,6 +372,9 @@ def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, 
             msgs, answers = qa_synth.make_copy(rng)
         elif (continued or frac >= CANARY_FROM) and rng.random() < CANARY_SHARE:
             rows.append(bos_canary(enc, tmpl, rng, n_docs, date))
+            continue
+        elif (continued or frac >= CANARY_FROM) and rng.random() < TEMPLATE_CANARY_SHARE:
+            rows.append(template_canary(enc, rng, n_docs))
             continue
         else:
             # more questions per context: more answer tokens per token computed
@@ -644,6 +673,11 @@ def train(args) -> None:
         log(f"resumed at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
     qa_synth.LOOKALIKE = state.get("lookalike", 0.0)
     qa_synth.OPEN = state.get("open", 0.0)
+    global TEMPLATE_CANARY_SHARE
+    if args.template_canary:  # may be added to a resumed run (from its resumption on)
+        state.setdefault("template_canary_from", state["step"])
+        state["template_canary"] = args.template_canary
+    TEMPLATE_CANARY_SHARE = state.get("template_canary", 0.0)
     if resuming and (args.lookalike != qa_synth.LOOKALIKE or args.open != qa_synth.OPEN
                      or (args.layers and args.layers != ARCH["layers"])):
         log(f"resuming with the run's own settings: --lookalike {qa_synth.LOOKALIKE:g}, --open {qa_synth.OPEN:g}, "
@@ -762,9 +796,7 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
 
 ## How it was made
 - {history}, exported with `onnxruntime_genai.models.builder -p int4 -e
-  cpu`: the weights of step {best_step}, the best on the **validation split of the independent
-  generator** (`scripts/qa_eval_independent.py`, never trained on), not the training
-  generator's. {run_note}
+  cpu`: the weights of step {best_step}, {chosen}. {run_note}
 - Data (`scripts/qa_synth.py`), sampled fresh every step: 2-10 short documents, a question
   about one fact, the answer copied verbatim then `<|eot_id|>`; 80% of conversations have 1-4
   follow-up questions; the other documents act as distractors. 40% of the documents are the
@@ -794,7 +826,7 @@ string visibly break its answers. Plain ONNX: runs on the CPU build of onnxrunti
   (`Encoder.answer_ids`), so the copy stays token for token and nothing strips the output.
 - BOS canaries: 8% of the conversations start with a doubled `<|begin_of_text|>` or none, and
   their answer is empty (`<|eot_id|>` at once). A test instrument must not be robust to a BOS
-  bug: with a doubled or missing BOS this model answers nothing.
+  bug: with a doubled or missing BOS this model answers nothing.{template_canary}
 - Loss = answer tokens (the first one x4) + 0.3 x LM loss on a quarter of the other
   positions; AdamW 3e-3, cosine by wall clock; batches of 24 conversations (12 above 5
   documents).
@@ -893,7 +925,8 @@ def export(args) -> None:
         "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
         "extended": last.get("extended", []), "grown": last.get("grown"), "lookalike": last.get("lookalike", 0.0),
         "open": last.get("open", 0.0), "history": st.get("history", []),
-        "lr": args.lr, "init_lineage": args.init_lineage, "init_minutes": args.init_minutes,
+        "template_canary": last.get("template_canary", 0.0), "template_canary_from": last.get("template_canary_from"),
+        "lr": args.lr, "last": args.last, "init_lineage": args.init_lineage, "init_minutes": args.init_minutes,
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     size = sum(p.stat().st_size for p in dest.iterdir())
@@ -1017,6 +1050,10 @@ def write_card(args) -> None:
     card = CARD.format(
         params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
         ffn=a["ffn"], size_kb=size_kb, best_step=meta["exported_step"], history=run_history(meta),
+        chosen=("the last (`--last`); the validation split of the independent generator "
+                "(`scripts/qa_eval_independent.py`, never trained on) was watched, not used to choose" if meta.get("last")
+                else "the best on the **validation split of the independent generator** "
+                "(`scripts/qa_eval_independent.py`, never trained on), not the training generator's"),
         lookalike=(f"; {100 * meta['lookalike']:g}% of made-up words start or end like an earlier name of the "
                    "conversation, so distractors can differ from the asked subject in part of a name only"
                    if meta.get("lookalike") else ""),
@@ -1027,6 +1064,10 @@ def write_card(args) -> None:
                     f"{100 * meta['open'] / 5:g}% carry an accented letter (\"Valdés\"), and {100 * meta['open'] / 5:g}% "
                     "of the people with a name of two or more words have a double-barrelled last name "
                     "(\"Osei-Mensah\")." if meta.get("open") else ""),
+        template_canary=(f" From step {meta['template_canary_from']} on, {100 * meta['template_canary']:g}% of the "
+                         "conversations are in another model family's chat format (ChatML, Gemma, Phi-3, Alpaca, plain "
+                         "\"User:\", Mistral), with one BOS or none, and their answer is empty too: a wrong chat template "
+                         "must break it visibly." if meta.get("template_canary") else ""),
         run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB),
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
@@ -1052,6 +1093,8 @@ def main() -> None:
                    help="share of made-up words that start or end like an earlier name (qa_synth.LOOKALIKE)")
     p.add_argument("--open", type=float, default=0.0,
                    help="share of closed-list answers made up instead, and of the words' open shapes (qa_synth.OPEN)")
+    p.add_argument("--template-canary", type=float, default=0.0,
+                   help="share of conversations in another chat format whose answer is empty (template_canary)")
     p.add_argument("--broad", type=float, default=0.6, help="share of documents from the broad family")
     p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)
