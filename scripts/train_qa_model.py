@@ -1003,11 +1003,16 @@ def card_tables(ev: dict) -> str:
     return "\n".join(out)
 
 
-def _scratch_run(seed: int, budget_minutes: float, ext: list[dict], steps: int, minutes: float) -> str:
-    first = ext[0]["at_minutes"] if ext else budget_minutes
-    extended = "".join(
+def _extensions(ext: list[dict]) -> str:
+    """The ``--resume --extend`` continuations of a run, for the model card."""
+    return "".join(
         f", continued at step {e['at_step']} ({e['at_minutes']:g} min) with `--resume --extend --minutes "
         f"{e['minutes']:g}` (the cosine schedule stretched to the longer run)" for e in ext)
+
+
+def _scratch_run(seed: int, budget_minutes: float, ext: list[dict], steps: int, minutes: float) -> str:
+    first = ext[0]["at_minutes"] if ext else budget_minutes
+    extended = _extensions(ext)
     return (f"`python scripts/train_qa_model.py --seed {seed} --minutes {first:g} --val-every 6` from "
             f"scratch{extended}: {steps} steps in {minutes:g} minutes on 2 CPU cores (copy-task warm-up, "
             "curriculum 2 -> 10 documents)")
@@ -1018,10 +1023,13 @@ def run_history(meta: dict) -> str:
     continuations, and a growth to more layers with the run after it."""
     if meta.get("init_lineage"):
         knobs = "".join(f" --{k} {meta[k]:g}" for k in ("open", "lookalike") if meta.get(k))
+        ext = meta.get("extended") or []
+        first = ext[0]["at_minutes"] if ext else meta["budget_minutes"]
         return (f"{meta['init_lineage']}; then continued from that model's exported weights "
                 f"(`--init-from core/models/tiny-qa-llama --lr {meta.get('lr', 3e-3):g}{knobs} --minutes "
-                f"{meta['budget_minutes']:g}`: its int4 weights dequantized; every prompt shape, 1-10 documents and "
-                f"the BOS canaries from the first step, 5% copy examples): {meta.get('total_steps', meta['steps'])} "
+                f"{first:g}`: its int4 weights dequantized; every prompt shape, 1-10 documents and "
+                f"the BOS canaries from the first step, 5% copy examples){_extensions(ext)}: "
+                f"{meta.get('total_steps', meta['steps'])} "
                 f"steps in {meta['total_minutes']:g} minutes; {meta['init_minutes'] + meta['total_minutes']:g} minutes "
                 "of training in all")
     g = meta.get("grown")

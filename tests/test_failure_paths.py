@@ -56,28 +56,26 @@ SURFACES = [
 EXECUTIONS = ["process", "inline"]
 
 
+def _module_copy(tmp_path_factory, model: Path, name: str):
+    import shutil
+
+    folder = tmp_path_factory.mktemp(name)
+    path = folder / model.name
+    shutil.copytree(model, path)
+    yield path
+    close_engines_under(folder)
+
+
 @pytest.fixture(scope="module")
 def shared_copy(tmp_path_factory):
     """A copy of the fixture model for this module's calls that leave the model usable."""
-    import shutil
-
-    folder = tmp_path_factory.mktemp("failure-paths")
-    path = folder / "tiny-llama"
-    shutil.copytree(TINY_LLAMA, path)
-    yield path
-    close_engines_under(folder)
+    yield from _module_copy(tmp_path_factory, TINY_LLAMA, "failure-paths")
 
 
 @pytest.fixture(scope="module")
 def lasting_copy(tmp_path_factory):
     """A copy of the model whose longest answer lasts seconds (for timeouts that must come first)."""
-    import shutil
-
-    folder = tmp_path_factory.mktemp("failure-paths-lasting")
-    path = folder / LASTING_MODEL.name
-    shutil.copytree(LASTING_MODEL, path)
-    yield path
-    close_engines_under(folder)
+    yield from _module_copy(tmp_path_factory, LASTING_MODEL, "failure-paths-lasting")
 
 
 @pytest.fixture
