@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import BudgetPlan
+from .capabilities import load_problem
 from .chat_template import ChatTemplate, PackageTemplates
 from .errors import (
     ChatTemplateError,
@@ -42,7 +43,7 @@ from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, nor
 from .options import GenerationOptions, check_runtime_settings, resolve_search
 from .package import ModelPackage
 from .request import resolve
-from .runtime import import_oga, parse_release, runtime_info
+from .runtime import import_oga, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .token_bytes import TokenBytes, byte_zero_token
 
@@ -203,11 +204,6 @@ def abandoned_error(tokens: int) -> StreamAbandonedError:
     )
 
 
-def _newer(release: str, than: str) -> bool:
-    """Whether ``release`` is a later Ryzen AI line (major.minor) than ``than``."""
-    return parse_release(release)[:2] > parse_release(than)[:2]
-
-
 @dataclass(frozen=True)
 class SessionKey:
     """What makes two loaded models the same one."""
@@ -290,23 +286,9 @@ class Session:
     def _load(self) -> None:
         pkg = self.package
         provider = self.key.provider
-        info = runtime_info()
-        if pkg.is_ryzenai and provider is None and not info.ryzenai:
-            raise RuntimeNotAvailableError(
-                f"{pkg.name} is a Ryzen AI package ({pkg.mode.value}, {pkg.provider} provider"
-                f"{', release ' + pkg.release if pkg.release else ''}) and needs AMD's Ryzen AI build of "
-                f"onnxruntime-genai; found {info.describe()}. On a Ryzen AI PC, activate the Ryzen AI "
-                "environment (e.g. `conda activate ryzen-ai-1.8.0`). To run its weights on the CPU anyway "
-                "(only plain ONNX graphs can), pass provider='cpu'."
-            )
-        built = pkg.built_for
-        if pkg.is_ryzenai and provider is None and info.release and built and _newer(built, info.release):
-            raise RuntimeNotAvailableError(
-                f"{pkg.name} was built for Ryzen AI {built}, a newer release than the installed runtime "
-                f"({info.describe()}), which cannot run it. Activate the Ryzen AI {built} environment "
-                f"(e.g. `conda activate ryzen-ai-{built}`), or use the package built for release {info.release}."
-            )
-        pkg.check_loadable()
+        problem = load_problem(pkg, provider)
+        if problem is not None:
+            raise problem
         og = import_oga()
         start = time.perf_counter()
         try:

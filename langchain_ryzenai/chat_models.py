@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -36,9 +36,11 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
-from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
+from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator, model_validator
+from typing_extensions import Self
 
 from ryzenai_core import Engine, InvalidRequestError, Request
+from ryzenai_core.capabilities import read_capabilities
 from ryzenai_core.options import ModelName, Provider, validated_options
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
@@ -54,12 +56,19 @@ from ._options import (
     _normalised,
 )
 from ._parsers import StrictJsonOutputParser
+from ._profile import model_profile
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import ModelProfile
 
 __all__ = ["ChatRyzenAI"]
 
 logger = logging.getLogger(__name__)
 
 ToolChoice = str | bool | dict[str, Any] | None
+
+#: langchain-core 1.1 and 1.2 have ``profile`` but do not call ``_resolve_model_profile`` (1.3 does).
+_PROFILE_WITHOUT_HOOK = "profile" in BaseChatModel.model_fields and not hasattr(BaseChatModel, "_resolve_model_profile")
 
 
 # ---------------------------------------------------------------------- the chat model
@@ -241,6 +250,23 @@ class ChatRyzenAI(BaseChatModel):
         return value
 
     # ------------------------------------------------------------------ LangChain identity
+    def _resolve_model_profile(self) -> ModelProfile | None:
+        """The package's limits and features as LangChain's ``profile`` (read from its files, no model load).
+
+        ``max_input_tokens`` is the prompt limit of the Ryzen AI release the package is planned
+        for (``release``, else the folder name, else the installed runtime). None when the
+        package cannot be read yet (a repository not downloaded, a config that is an LFS
+        pointer): construction never fails over it, the first call says what is wrong.
+        """
+        caps = read_capabilities(self.model, release=self.release, chat_template=self.chat_template)
+        return None if caps is None else model_profile(caps)
+
+    @model_validator(mode="after")
+    def _profile_on_older_cores(self) -> Self:
+        if _PROFILE_WITHOUT_HOOK and self.profile is None:
+            self.profile = self._resolve_model_profile()
+        return self
+
     @property
     def _llm_type(self) -> str:
         return "ryzenai-chat"

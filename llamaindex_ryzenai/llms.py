@@ -48,6 +48,7 @@ from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
 from ryzenai_core.budget import ContextBudget
+from ryzenai_core.capabilities import Capabilities, capabilities
 from ryzenai_core.chat_template import ChatTemplate
 from ryzenai_core.engine import Engine
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
@@ -265,6 +266,15 @@ class RyzenAILLM(StructuredOutput):
         return self.engine.budget
 
     @property
+    def capabilities(self) -> Capabilities:
+        """What the package can do with this LLM's template: limits, images, tools, reasoning.
+
+        The facts LangChain's ``ChatRyzenAI.profile`` reports, from the same core function;
+        ``metadata`` is LlamaIndex's smaller view of them (it has no field for images or reasoning).
+        """
+        return capabilities(self.engine.package, self.template)
+
+    @property
     def template(self) -> ChatTemplate:
         """The chat template messages are rendered with (the package's, or ``chat_template``)."""
         return self.engine.template_for(self.chat_template)
@@ -340,7 +350,7 @@ class RyzenAILLM(StructuredOutput):
             context_window=window,
             num_output=n,
             is_chat_model=True,
-            is_function_calling_model=self.template.calls_tools,
+            is_function_calling_model=self.capabilities.tools,
             model_name=self.model,  # as the caller named it: a path, a repository id or an embedded name
             system_role=MessageRole.SYSTEM,
         )

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata as md
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -129,3 +131,45 @@ def close_engines_under(folder: Path) -> None:
         engines = [Engine._registry.pop(k) for k in keys]
     for engine in engines:
         engine.close()
+
+
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """``installed(("onnxruntime-genai-ryzenai", "0.14.0"), ...)``: the distributions runtime.py sees.
+
+    Each one is a real ``.dist-info`` folder read by :mod:`importlib.metadata`, through the
+    two functions runtime.py calls (``version`` and ``distributions``), restricted to that
+    folder. ``runtime_info``'s cache is cleared before and after. Only the installed
+    distributions are stood in for (see tests/test_runtime_branches.py).
+    """
+    from ryzenai_core import runtime as runtime_module
+    from ryzenai_core.runtime import runtime_info
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+
+    def version(name: str) -> str:
+        found = next(iter(md.distributions(name=name, path=[str(site)])), None)
+        if found is None:
+            raise md.PackageNotFoundError(name)
+        return found.version
+
+    def distributions() -> Iterator[md.Distribution]:
+        return iter(md.distributions(path=[str(site)]))
+
+    fake = SimpleNamespace(version=version, distributions=distributions, PackageNotFoundError=md.PackageNotFoundError)
+
+    def install(*dists: tuple[str | None, str]) -> None:
+        for i, (name, ver) in enumerate(dists):
+            info = site / f"{(name or f'unnamed{i}').replace('-', '_')}-{ver}.dist-info"
+            info.mkdir()
+            lines = ["Metadata-Version: 2.1", f"Version: {ver}"]
+            if name is not None:
+                lines.insert(1, f"Name: {name}")
+            (info / "METADATA").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        runtime_info.cache_clear()
+
+    monkeypatch.setattr(runtime_module, "md", fake)
+    runtime_info.cache_clear()
+    yield install
+    runtime_info.cache_clear()

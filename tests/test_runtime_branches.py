@@ -11,9 +11,8 @@ stand-in Ryzen AI runtime gets as far as the real runtime's refusal of that prov
 from __future__ import annotations
 
 import importlib.metadata as md
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -27,7 +26,6 @@ from ryzenai_core import (
     ModelPackageError,
     RuntimeNotAvailableError,
 )
-from ryzenai_core import runtime as runtime_module
 from ryzenai_core.runtime import (
     ENV_RELEASE,
     RuntimeInfo,
@@ -47,44 +45,6 @@ CPU_OGA = ("onnxruntime-genai", md.version("onnxruntime-genai"))
 """The CPU build that really is installed (and runs every model here)."""
 
 Install = Callable[..., None]
-
-
-@pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install]:
-    """``installed(("onnxruntime-genai-ryzenai", "0.14.0"), ...)``: the distributions runtime.py sees.
-
-    Each one is a real ``.dist-info`` folder read by :mod:`importlib.metadata`, through the
-    two functions runtime.py calls (``version`` and ``distributions``), restricted to that
-    folder. ``runtime_info``'s cache is cleared before and after.
-    """
-    site = tmp_path / "site-packages"
-    site.mkdir()
-
-    def version(name: str) -> str:
-        found = next(iter(md.distributions(name=name, path=[str(site)])), None)
-        if found is None:
-            raise md.PackageNotFoundError(name)
-        return found.version
-
-    def distributions() -> Iterator[md.Distribution]:
-        return iter(md.distributions(path=[str(site)]))
-
-    fake = SimpleNamespace(version=version, distributions=distributions, PackageNotFoundError=md.PackageNotFoundError)
-
-    def install(*dists: tuple[str | None, str]) -> None:
-        for i, (name, ver) in enumerate(dists):
-            info = site / f"{(name or f'unnamed{i}').replace('-', '_')}-{ver}.dist-info"
-            info.mkdir()
-            lines = ["Metadata-Version: 2.1", f"Version: {ver}"]
-            if name is not None:
-                lines.insert(1, f"Name: {name}")
-            (info / "METADATA").write_text("\n".join(lines) + "\n", encoding="utf-8")
-        runtime_info.cache_clear()
-
-    monkeypatch.setattr(runtime_module, "md", fake)
-    runtime_info.cache_clear()
-    yield install
-    runtime_info.cache_clear()
 
 
 @pytest.fixture
