@@ -267,6 +267,21 @@ class ChatRyzenAI(BaseChatModel):
             self.profile = self._resolve_model_profile()
         return self
 
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """True: ``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip the settings."""
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        """``["langchain_ryzenai"]``: serialized models name the public import, not a private module."""
+        return ["langchain_ryzenai"]
+
+    @property
+    def lc_secrets(self) -> dict[str, str]:
+        """``api_key`` is serialized as a reference to ``RYZENAI_API_KEY``, never as its value."""
+        return {"api_key": "RYZENAI_API_KEY"}
+
     @property
     def _llm_type(self) -> str:
         return "ryzenai-chat"

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.load.serializable import Serializable
 from pydantic import ConfigDict, Field
 
 from ryzenai_core.embeddings import EmbeddingResult, EmbeddingSettings
@@ -14,7 +15,7 @@ from ryzenai_core.embeddings import EmbeddingResult, EmbeddingSettings
 __all__ = ["RyzenAIEmbeddings"]
 
 
-class RyzenAIEmbeddings(EmbeddingSettings, Embeddings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIEmbeddings(EmbeddingSettings, Embeddings, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Embeddings from an ONNX embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a folder as Hugging Face ships sentence-transformers models
@@ -42,6 +43,20 @@ class RyzenAIEmbeddings(EmbeddingSettings, Embeddings):  # type: ignore[misc]  #
     """Prefix for documents (default: none)."""
     show_progress: bool = False
     """Show a progress bar over the texts of embed_documents."""
+
+    def __init__(self, **data: Any) -> None:
+        """Build from the settings' fields (``model``, ``provider``, ``shapes``, ...) and the ones below."""
+        super().__init__(**data)
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """True: ``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip the settings."""
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        """``["langchain_ryzenai"]``: serialized models name the public import, not a private module."""
+        return ["langchain_ryzenai"]
 
     def embed(self, texts: list[str], *, kind: Literal["query", "document"] = "document") -> EmbeddingResult:
         """Embed with the full result: vectors, token counts, truncated texts, padding."""

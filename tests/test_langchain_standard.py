@@ -10,6 +10,7 @@ prompt names) are xfailed, strictly, with that reason. Nothing is xfailed for an
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +18,19 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
+from syrupy.assertion import SnapshotAssertion
 
 from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 
 NEEDS_UNDERSTANDING = "random-weight fixture model: needs a model that understands its prompt"
+REPOSITORY = str(Path(__file__).resolve().parents[1])
+
+
+def _relative_to_repository(*, data: Any, path: Any) -> Any:
+    if isinstance(data, str) and data.startswith(REPOSITORY):
+        return "<repository>" + data[len(REPOSITORY) :]
+    return data
 
 
 class TestChatRyzenAIUnit(ChatModelUnitTests):
@@ -32,6 +41,21 @@ class TestChatRyzenAIUnit(ChatModelUnitTests):
     @property
     def chat_model_params(self) -> dict[str, Any]:
         return {"model": str(TINY_QWEN3)}  # unit tests never load the model
+
+    @pytest.fixture
+    def snapshot(self, snapshot: SnapshotAssertion) -> SnapshotAssertion:
+        """test_serdes' snapshot with the model folder relative to the repository: the same on every checkout."""
+        return snapshot.with_defaults(matcher=_relative_to_repository)
+
+    @pytest.mark.xfail(
+        raises=ValueError,
+        reason="langchain-core's load(allowed_objects='all') admits only the classes in its own serialization "
+        "mapping, so it refuses every partner class outside it (\"Deserialization of ('langchain_ryzenai', "
+        "'ChatRyzenAI') is not allowed\"); the serialized form matches the snapshot, and test_serialization.py "
+        "round-trips it with allowed_objects=[ChatRyzenAI]",
+    )
+    def test_serdes(self, model: BaseChatModel, snapshot: SnapshotAssertion) -> None:
+        super().test_serdes(model, snapshot)
 
 
 class TestChatRyzenAIIntegration(ChatModelIntegrationTests):
