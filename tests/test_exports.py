@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import os
+import site
 import subprocess
 import sys
+import venv
 import zipfile
 from pathlib import Path
 
@@ -39,34 +42,79 @@ def test_py_typed_is_shipped():
     assert files("ryzenai_core").joinpath("py.typed").is_file()
 
 
-def test_wheel_holds_four_packages_and_no_top_level_core(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built once for this module's tests."""
+    out = tmp_path_factory.mktemp("wheel")
     root = Path(__file__).resolve().parents[1]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(root),
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("ryzenai_llm-*.whl")
+    (found,) = out.glob("ryzenai_llm-*.whl")
+    return found
+
+
+def test_wheel_holds_four_packages_and_no_top_level_core(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert tops == {"ryzenai_core", "ryzenai_cli", "langchain_ryzenai", "llamaindex_ryzenai"}
+    assert tops == {"ryzenai_core", "ryzenai_cli", "langchain_ryzenai", "llamaindex_ryzenai", "llama_index"}
     assert "ryzenai_core/models/tiny-random-llama/model.onnx.data" in names
     assert "ryzenai_core/models/tiny-qa-llama/model.onnx.data" in names
     assert "ryzenai_core/models/tiny-qa-llama/README.md" in names
     assert "ryzenai_core/templates/qwen3.jinja" in names
     assert "ryzenai_core/py.typed" in names
     assert "ryzenai_cli/demo_docs/questions.json" in names
+
+
+def test_wheel_adds_llamaindex_namespace_modules_and_no_namespace_init(wheel):
+    """llama_index/ and llama_index/llms/ belong to every LlamaIndex distribution: an __init__.py of ours would
+    make them regular packages and hide llama-index-core and the other integrations."""
+    ours = sorted(n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("llama_index/"))
+    assert ours == ["llama_index/embeddings/ryzenai/__init__.py", "llama_index/llms/ryzenai/__init__.py"]
+
+
+@pytest.mark.slow
+def test_namespace_modules_import_from_the_installed_wheel(wheel, tmp_path):
+    """The wheel installed with pip into a fresh environment whose llama-index-core is another site directory's.
+
+    llama-index-core comes from this test environment's site-packages (a path entry after the
+    fresh one's, no network), so llama_index is one namespace package spread over two
+    folders, as when integrations are installed separately: ours must join it, not hide it.
+    """
+    env = tmp_path / "env"
+    venv.create(env, with_pip=False)
+    python = env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    site_dir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    here = {p for p in site.getsitepackages() if Path(p).is_dir()}
+    (Path(site_dir) / "outer_site_packages.pth").write_text("\n".join(sorted(here)) + "\n", encoding="utf-8")
+    check = """
+import llama_index.core, llamaindex_ryzenai, ryzenai_core
+from llama_index.core.llms import LLM
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.llms.ryzenai import RyzenAILLM
+from llama_index.embeddings.ryzenai import RyzenAIEmbedding
+assert RyzenAILLM is llamaindex_ryzenai.RyzenAILLM and issubclass(RyzenAILLM, LLM)
+assert RyzenAIEmbedding is llamaindex_ryzenai.RyzenAIEmbedding and issubclass(RyzenAIEmbedding, BaseEmbedding)
+import llama_index.llms.ryzenai as ns
+print(ns.__file__, ryzenai_core.__file__, llama_index.core.__file__, sep="\\n")
+"""
+    out = subprocess.run([str(python), "-c", check], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    ns_file, core_file, llama_core_file = (Path(line) for line in out.stdout.split())
+    assert ns_file.is_relative_to(site_dir) and core_file.is_relative_to(site_dir)  # the wheel's, not the checkout's
+    assert not llama_core_file.is_relative_to(site_dir)  # llama-index-core from the other folder
 
 
 @pytest.mark.parametrize(
