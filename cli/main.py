@@ -4,6 +4,9 @@
     ryzenai-llm info  [PATH] [--json] [--prompt-tokens N] [--max-new-tokens M]
     ryzenai-llm chat  [PATH]
     ryzenai-llm bench [PATH] [--png FILE] [--json]
+    ryzenai-llm pull  REPO_ID [--revision REV]
+    ryzenai-llm list  [FOLDER ...]
+    ryzenai-llm --version
 
 PATH is a model folder, an embedded model's name or a Hugging Face repository id; without
 it, the embedded default model is used.
@@ -19,17 +22,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ryzenai_core import __version__
 from ryzenai_core.budget import BudgetPlan
+from ryzenai_core.capabilities import load_problem
 from ryzenai_core.embeddings import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.hub import resolve_model
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 from ryzenai_core.package import ModelPackage
-from ryzenai_core.runtime import ENV_RELEASE
+from ryzenai_core.runtime import ENV_RELEASE, runtime_info
 
-from . import bench, chat, demo
+from . import bench, chat, demo, listing, pull
 
-__all__ = ["main"]
+__all__ = ["main", "show_info"]
 
 
 def _fmt_buckets(values: Sequence[int]) -> str:
@@ -71,6 +76,7 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
     ]
     if pkg.lfs_pointers:
         rows.append(("LFS pointers", f"{len(pkg.lfs_pointers)} file(s): run `git lfs pull` in {pkg.path}"))
+    rows.append(("loads here", _verdict(pkg)))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
@@ -86,6 +92,12 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
         print(f"  output          up to {plan.max_new_tokens} new tokens{clamp}")
         if plan.decode_buckets:
             print(f"  decode buckets  {_fmt_buckets(plan.decode_buckets)}")
+
+
+def _verdict(pkg: ModelPackage) -> str:
+    """Whether the package loads here, as far as its files and the installed runtime show."""
+    problem = load_problem(pkg)
+    return f"no: {problem}" if problem is not None else f"yes (files complete; {runtime_info().describe()})"
 
 
 def _embedding_info(path: Path, as_json: bool) -> int:
@@ -116,12 +128,21 @@ def _embedding_info(path: Path, as_json: bool) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     path = resolve_model(args.path) if args.path else default_model_path()
+    return show_info(path, as_json=args.json, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
+
+
+def show_info(
+    path: Path, *, as_json: bool = False, prompt_tokens: int | None = None, max_new_tokens: int | None = None
+) -> int:
+    """What ``info`` prints for a model folder (``pull`` prints it too); returns the exit code."""
     if is_embedding_folder(path):
-        return _embedding_info(path, args.json)
+        return _embedding_info(path, as_json)
     pkg = ModelPackage.open(path)
-    plan = pkg.budget.plan(args.prompt_tokens, args.max_new_tokens) if args.prompt_tokens is not None else None
-    if args.json:
+    plan = pkg.budget.plan(prompt_tokens, max_new_tokens) if prompt_tokens is not None else None
+    if as_json:
         out: dict[str, Any] = pkg.describe()
+        problem = load_problem(pkg)
+        out["loads_here"] = {"ok": problem is None, "problem": None if problem is None else str(problem)}
         if plan is not None:
             p = plan.to_dict()
             out["plan"] = {
@@ -156,6 +177,7 @@ def _positive(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     parser = argparse.ArgumentParser(prog="ryzenai-llm", description="Run LLM packages on AMD Ryzen AI NPUs.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser(
         "info", help="describe a model package (mode, limits, buckets, cost of a prompt) or an embedding model"
@@ -170,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     chat.add_parser(sub)
     bench.add_parser(sub)
+    pull.add_parser(sub)
+    listing.add_parser(sub)
     return parser
 
 

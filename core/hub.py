@@ -16,7 +16,7 @@ from pathlib import Path
 from .errors import ModelNotFoundError
 from .models import embedded_models
 
-__all__ = ["resolve_model"]
+__all__ = ["pull_model", "resolve_model"]
 
 log = logging.getLogger("ryzenai_core")
 
@@ -89,10 +89,49 @@ def resolve_model(
             f"`huggingface-cli download {text}`, or unset HF_HUB_OFFLINE, or pass the model folder."
         )
     log.info("downloading %s from the Hugging Face Hub (first use only)", text)
+    return _download(text, revision, cache)
+
+
+def pull_model(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    offline: bool | None = None,
+) -> Path:
+    """Download a repository into the Hugging Face cache, or bring a cached copy up to date.
+
+    Where :func:`resolve_model` takes a cached copy as it is, this asks the Hub for the
+    revision's files and fetches what the cache lacks, with huggingface_hub's progress bar
+    (LFS content, never pointers). Offline, a cached copy is the answer as it is.
+
+    Args:
+        repo_id: a Hugging Face repository id (``amd/Qwen3-4B_rai_1.8.0_npu_4K``).
+        revision: branch, tag or commit (default: ``main``).
+        cache_dir: the Hugging Face cache (default: ``HF_HUB_CACHE`` / ``~/.cache/huggingface``).
+        offline: never download (default: the ``HF_HUB_OFFLINE`` environment variable).
+
+    Raises:
+        ModelNotFoundError: not a repository id, not in the cache while offline, or the
+            download failed; the message says what to do.
+    """
+    if not _REPO_ID.match(repo_id):
+        raise ModelNotFoundError(
+            f"{repo_id!r} is not a Hugging Face repository id like 'amd/Llama-3.2-1B_rai_1.8.0_npu_4K'; "
+            "pull fetches repositories (a local folder needs no pull)"
+        )
+    if offline if offline is not None else _offline():
+        return resolve_model(repo_id, revision=revision, cache_dir=cache_dir, offline=True)
+    return _download(repo_id, revision, str(cache_dir) if cache_dir is not None else None)
+
+
+def _download(repo_id: str, revision: str | None, cache: str | None) -> Path:
+    from huggingface_hub import snapshot_download
+
     try:
-        return Path(snapshot_download(text, revision=revision, cache_dir=cache))
+        return Path(snapshot_download(repo_id, revision=revision, cache_dir=cache))
     except Exception as exc:  # noqa: BLE001 - network, auth, missing repository
         raise ModelNotFoundError(
-            f"could not download {text} from the Hugging Face Hub: {type(exc).__name__}: {exc}. Check the "
+            f"could not download {repo_id} from the Hugging Face Hub: {type(exc).__name__}: {exc}. Check the "
             "repository id and your network (gated models need `huggingface-cli login`), or pass a local folder."
         ) from exc
