@@ -25,6 +25,7 @@ from typing import Any
 from ryzenai_core import __version__
 from ryzenai_core.budget import BudgetPlan
 from ryzenai_core.capabilities import load_problem
+from ryzenai_core.chat_template import ChatTemplate
 from ryzenai_core.embeddings import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.hub import resolve_model
@@ -52,17 +53,30 @@ def _fmt_vision(pkg: ModelPackage) -> str:
     return f"yes: {', '.join(files)}; {cost}"
 
 
+def _fmt_release(pkg: ModelPackage) -> str:
+    if not pkg.release:
+        text = f"unknown (set {ENV_RELEASE} to choose)"
+    else:
+        text = f"{pkg.release} (from {pkg.release_source})"
+    if pkg.built_for and pkg.built_for != pkg.release:
+        text += f"; the package was built for {pkg.built_for}"
+    return text
+
+
+def chat_format(template: ChatTemplate) -> tuple[str, str | None]:
+    """The chat format ``info`` and ``doctor`` report: (family, why it is plain text, when it is)."""
+    return template.family, template.format_message
+
+
 def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
     b = pkg.budget
+    family, note = chat_format(ChatTemplate.for_package(pkg))
     rows = [
         ("package", f"{pkg.name}  ({pkg.path})"),
         ("model type", pkg.model_type),
         ("mode", f"{pkg.mode.value}" + (f", decode on {pkg.token_backend}" if pkg.token_backend else "")),
         ("provider", f"{pkg.provider} ({pkg.layout} layout)"),
-        (
-            "Ryzen AI release",
-            f"{pkg.release} (from {pkg.release_source})" if pkg.release else f"unknown (set {ENV_RELEASE} to choose)",
-        ),
+        ("Ryzen AI release", _fmt_release(pkg)),
         ("window", f"{b.window} tokens (prompt + output)"),
         ("prompt limit", f"{b.prompt_limit} tokens ({b.prompt_limit_source})"),
         (
@@ -72,11 +86,15 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
         ("prefill buckets", _fmt_buckets(b.prefill_buckets)),
         ("decode buckets", _fmt_buckets(b.decode_buckets)),
         ("chat template", pkg.describe()["chat_template"] or "none shipped (family fallback)"),
+        ("chat format", f"plain text: {note}" if note else family),
         ("vision", _fmt_vision(pkg)),
     ]
     if pkg.lfs_pointers:
         rows.append(("LFS pointers", f"{len(pkg.lfs_pointers)} file(s): run `git lfs pull` in {pkg.path}"))
     rows.append(("loads here", _verdict(pkg)))
+    if pkg.missing_files:
+        rows.append(("missing files", f"{', '.join(pkg.missing_files)} (a partial download: download it again)"))
+    rows.extend(("path warning", warning) for warning in pkg.path_warnings)
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
@@ -143,6 +161,7 @@ def show_info(
         out: dict[str, Any] = pkg.describe()
         problem = load_problem(pkg)
         out["loads_here"] = {"ok": problem is None, "problem": None if problem is None else str(problem)}
+        out["chat_format"], out["chat_format_note"] = chat_format(ChatTemplate.for_package(pkg))
         if plan is not None:
             p = plan.to_dict()
             out["plan"] = {

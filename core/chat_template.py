@@ -99,6 +99,10 @@ SPECIAL_TOKEN_NAMES: tuple[str, ...] = (
 
 _SYSTEM_PROBE = "ryzenai-system-probe-7d1f"
 
+# Packages (path, template source name, source hash) already told that their format is plain.
+_SAID_PLAIN: set[tuple[str, str, int]] = set()
+_SAID_LOCK = threading.Lock()
+
 
 # ---------------------------------------------------------------------- special tokens
 def _token_text(value: Any) -> str | None:
@@ -400,6 +404,10 @@ class ChatTemplate:
         package_name: the model package's name, when made by :meth:`for_package`.
     """
 
+    #: What a package gets whose output format is not known (family ``plain``), when made by
+    #: :meth:`for_package` (else ``None``).
+    format_message: str | None = None
+
     def __init__(
         self,
         source: str,
@@ -417,7 +425,7 @@ class ChatTemplate:
             special_tokens: template variables such as ``bos_token``; values are strings or
                 ``{"content": ...}`` dicts, ``None`` values are left out.
             family: the prompt/output format (see :data:`FAMILIES`); guessed from the source
-                when not given (``chatml`` if it cannot be guessed).
+                when not given (``plain`` if it cannot be guessed).
             source_name: where the source came from, for messages.
             fallback_message: set when the source is a built-in fallback.
             package_name: the package the template belongs to, for messages.
@@ -441,7 +449,7 @@ class ChatTemplate:
                 raise InvalidRequestError(
                     f"special token {key!r} is {value!r}; give a string or a {{'content': ...}} dict"
                 )
-        self._family: Family = check_family(family) if family is not None else (infer_family(source) or "chatml")
+        self._family: Family = check_family(family) if family is not None else (infer_family(source) or "plain")
         try:
             self._template = _compile(source)
         except jinja2.exceptions.TemplateSyntaxError as exc:
@@ -488,7 +496,7 @@ class ChatTemplate:
                 family=family or infer_family(source) or type_family,
                 source_name="override",
                 package_name=pkg.name,
-            )
+            )._said_plain(pkg)
         if pkg.chat_template_source:
             name = pkg.chat_template_file.name if pkg.chat_template_file is not None else "tokenizer_config.json"
             return cls(
@@ -497,9 +505,10 @@ class ChatTemplate:
                 family=family or infer_family(pkg.chat_template_source) or type_family,
                 source_name=name,
                 package_name=pkg.name,
-            )
-        fam = check_family(family) if family is not None else type_family
-        file = FALLBACK_TEMPLATES[fam]
+            )._said_plain(pkg)
+        # Without a template of its own the package gets a built-in one, and that one's format.
+        fam = check_family(family) if family is not None else (type_family or "chatml")
+        file = FALLBACK_TEMPLATES.get(fam, FALLBACK_TEMPLATES["chatml"])
         message = (
             f"model package {pkg.name} has no chat template (no chat_template.jinja, chat_template.json or "
             f"'chat_template' in tokenizer_config.json); using the built-in {file} for model type "
@@ -516,6 +525,24 @@ class ChatTemplate:
             package_name=pkg.name,
         )
 
+    def _said_plain(self, pkg: ModelPackage) -> ChatTemplate:
+        """Set (and log once per package and template) what a ``plain`` format means for ``pkg``."""
+        if self._family != "plain":
+            return self
+        self.format_message = (
+            f"ryzenai-llm does not know the output format of {pkg.name} (model type {pkg.model_type!r}, chat "
+            f"template {self.source_name!r}): answers are plain text, ending at the tokenizer's end-of-sequence "
+            "tokens, with no reasoning split out and no tool calls parsed; its template still renders the prompt. "
+            "If the model was trained on a known format, pass a template in it (chat_template=...: Llama 3, Qwen3, "
+            "Gemma 3 or ChatML control tokens)."
+        )
+        key = (str(pkg.path), self.source_name, hash(self.source))
+        with _SAID_LOCK:
+            if key not in _SAID_PLAIN:
+                _SAID_PLAIN.add(key)
+                logger.warning(self.format_message)
+        return self
+
     # ------------------------------------------------------------------ facts
     @property
     def _label(self) -> str:
@@ -524,7 +551,7 @@ class ChatTemplate:
 
     @property
     def family(self) -> Family:
-        """The prompt/output format: ``llama3``, ``qwen3``, ``gemma3`` or ``chatml``."""
+        """The prompt/output format: ``llama3``, ``qwen3``, ``gemma3``, ``chatml`` or ``plain`` (not known)."""
         return self._family
 
     @property

@@ -52,6 +52,7 @@ from .errors import (
     UnsupportedModelError,
     WorkerDiedError,
 )
+from .hub import package_name
 from .package import _is_lfs_pointer, _read_json
 
 if TYPE_CHECKING:
@@ -121,8 +122,9 @@ def _import_onnx() -> Any:
 
 def _find_onnx(folder: Path, onnx_file: str | None) -> Path:
     if onnx_file is not None:
-        path = (folder / onnx_file).resolve()
-        if not path.is_relative_to(folder.resolve()):
+        path = folder / onnx_file
+        # Lexically inside: a Hugging Face snapshot's files are links into the repository's blobs/.
+        if ".." in Path(onnx_file).parts or not Path(os.path.normpath(path)).is_relative_to(folder):
             raise InvalidRequestError(f"onnx_file {onnx_file!r} is outside the model folder {folder}")
         if not path.is_file():
             raise ModelNotFoundError(f"onnx_file {onnx_file!r} does not exist in {folder}", path=path)
@@ -335,9 +337,7 @@ class EmbeddingPackage:
         if max_length < 2:
             raise ConfigError(f"{length_source} is {max_length}; it must be at least 2 tokens", path=folder)
 
-        name = folder.name
-        if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-            name = folder.parent.parent.name.split("--")[-1]  # a Hugging Face cache: the repository's name
+        name = package_name(folder.absolute())  # a Hugging Face cache snapshot: the repository's name
         ident = " ".join(str(x) for x in (name, config.get("_name_or_path", ""))).lower()
         bge_en = "bge" in ident and not any(tag in ident for tag in ("-zh", "m3", "multilingual"))
         return cls(

@@ -82,6 +82,7 @@ class Completion(Chunk):
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
             self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
+            self.provider = chunk.provider
 
 
 def aggregate(chunks: Iterator[Chunk]) -> Completion:

@@ -8,7 +8,7 @@ wrong, the limit or expectation it broke, and what to do about it::
     ├── ModelPackageError             a model folder cannot be used as it is
     │   ├── ModelNotFoundError        the folder (or a name) does not exist
     │   ├── ConfigError               genai_config.json / rai_config.json missing or malformed
-    │   ├── UnsupportedModelError     a model type or layout this library does not know
+    │   ├── UnsupportedModelError     a model type the runtime does not run, or an unknown layout
     │   ├── LfsPointerError           a weight or tokenizer file is a Git LFS pointer, not content
     │   ├── MissingTokenizerError     no tokenizer.json / tokenizer.model in the folder
     │   └── UnsafePathError           a config names a file outside the model folder
@@ -77,7 +77,7 @@ class ConfigError(ModelPackageError):
 
 
 class UnsupportedModelError(ModelPackageError):
-    """The package uses a model type or layout this library does not know."""
+    """The installed runtime does not run the package's model type, or this library does not know its layout."""
 
 
 class LfsPointerError(ModelPackageError):

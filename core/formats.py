@@ -8,7 +8,10 @@ the model writes back in each family's format:
 - ``qwen3``: ``<|im_end|>``; reasoning in ``<think>...</think>``; calls in
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks;
 - ``chatml``: as Qwen3, without reasoning;
-- ``gemma3``: ``<end_of_turn>``; no tool-call format.
+- ``gemma3``: ``<end_of_turn>``; no tool-call format;
+- ``plain``: a format this module does not know (a model type and template it cannot tell):
+  turns end at the tokenizer's end-of-sequence tokens, no reasoning split, no tool calls: the
+  answer is plain text.
 
 The streaming parser (:class:`ryzenai_core.streaming.OutputParser`) uses the markers; the
 forced-call grammar (:func:`ryzenai_core.structured.tool_call_guidance`) writes
@@ -42,9 +45,9 @@ __all__ = [
     "tool_call_markers",
 ]
 
-Family = Literal["llama3", "qwen3", "gemma3", "chatml"]
-#: The prompt/output formats this module knows.
-FAMILIES: tuple[Family, ...] = ("llama3", "qwen3", "gemma3", "chatml")
+Family = Literal["llama3", "qwen3", "gemma3", "chatml", "plain"]
+#: The prompt/output formats (``plain``: none of the others, the answer read as plain text).
+FAMILIES: tuple[Family, ...] = ("llama3", "qwen3", "gemma3", "chatml", "plain")
 
 _MODEL_TYPE_FAMILY: Mapping[str, Family] = {
     "llama": "llama3",
@@ -61,6 +64,7 @@ _END_OF_TURN: Mapping[Family, tuple[str, ...]] = {
     "qwen3": ("<|im_end|>",),
     "gemma3": ("<end_of_turn>",),
     "chatml": ("<|im_end|>",),
+    "plain": (),
 }
 
 _TOOL_CALL_TAGS = ("<tool_call>", "</tool_call>")
@@ -69,13 +73,13 @@ _PYTHON_TAG = "<|python_tag|>"
 
 
 # ---------------------------------------------------------------------- families
-def family_for_model_type(model_type: str) -> Family:
-    """The template family of a ``genai_config.json`` ``model.type`` (``chatml`` when unknown).
+def family_for_model_type(model_type: str) -> Family | None:
+    """The template family of a ``genai_config.json`` ``model.type``, or None for a type not known here.
 
     Args:
         model_type: e.g. ``llama``, ``qwen3``, ``gemma3_text``, ``qwen2``, ``phi3``.
     """
-    return _MODEL_TYPE_FAMILY.get(model_type, "chatml")
+    return _MODEL_TYPE_FAMILY.get(model_type)
 
 
 def infer_family(source: str) -> Family | None:
@@ -279,7 +283,7 @@ def parse_tool_calls(
     * ``llama3``: the whole answer (optionally after ``<|python_tag|>``) is a JSON object
       ``{"name": ..., "parameters": {...}}`` (or ``"arguments"``), or several separated by ``;``
       or newlines, or a JSON list of them. Anything else is plain content without calls.
-    * ``gemma3``: no tool-call format; the text is content.
+    * ``gemma3``, ``plain``: no tool-call format; the text is content.
 
     Arguments given as a JSON string are decoded. Each call gets a deterministic id
     ``call_<12 hex>`` from its index, name and arguments.

@@ -4,6 +4,11 @@
 repository: from the Hugging Face cache when it is there (works offline), else downloaded
 with a progress bar, LFS content included (huggingface_hub fetches file contents, never
 pointers). Offline without a cached copy is a clear error.
+
+A cached repository is a folder of symlinks: huggingface_hub stores each file once under
+``models--<owner>--<name>/blobs/`` and makes ``snapshots/<revision>/`` a tree of relative
+links into it (:func:`cache_repository` tells such a folder; a package opened there takes its
+name from the repository, not from the revision hash).
 """
 
 from __future__ import annotations
@@ -11,16 +16,92 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from .errors import ModelNotFoundError
 from .models import embedded_models
 
-__all__ = ["pull_model", "resolve_model"]
+__all__ = ["CacheRepository", "cache_repository", "package_name", "pull_model", "resolve_model"]
 
 log = logging.getLogger("ryzenai_core")
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class CacheRepository:
+    """Where a folder sits in a Hugging Face cache.
+
+    Attributes:
+        repo_id: the repository (``amd/Llama-3.2-1B_rai_1.8.0_npu_4K``).
+        root: the repository's cache folder (``models--amd--Llama-3.2-1B_rai_1.8.0_npu_4K``).
+        snapshot: the snapshot folder (``root/snapshots/<revision>``).
+        subfolder: the folder's path inside the snapshot (``""`` for the snapshot itself).
+    """
+
+    repo_id: str
+    root: Path
+    snapshot: Path
+    subfolder: str
+
+    @property
+    def blobs(self) -> Path:
+        """The folder the snapshot's links point into."""
+        return self.root / "blobs"
+
+
+def cache_repository(folder: Path) -> CacheRepository | None:
+    """The cache repository ``folder`` belongs to, when it is (inside) a Hugging Face snapshot.
+
+    Read from the path alone (``.../models--<owner>--<name>/snapshots/<revision>[/sub]``), as
+    huggingface_hub lays the cache out; nothing is resolved or read.
+    """
+    from huggingface_hub.constants import REPO_ID_SEPARATOR
+
+    parts = folder.parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i - 1].startswith(f"models{REPO_ID_SEPARATOR}"):
+            names = parts[i - 1].split(REPO_ID_SEPARATOR)[1:]
+            if not names or not all(names):
+                return None
+            root = Path(*parts[:i])
+            return CacheRepository("/".join(names), root, Path(*parts[: i + 2]), "/".join(parts[i + 2 :]))
+    return None
+
+
+def package_name(folder: Path) -> str:
+    """A model folder's name in messages: the repository's for a cache snapshot, else the folder's.
+
+    A snapshot folder is named by its revision hash; the repository name carries what a
+    package's name says (``_rai_1.8.0_``). A subfolder of a snapshot is ``<repository>/<subfolder>``.
+    """
+    repo = cache_repository(folder)
+    if repo is None:
+        return folder.name
+    name = repo.repo_id.rsplit("/", 1)[-1]
+    return f"{name}/{repo.subfolder}" if repo.subfolder else name
+
+
+def _hub_commands() -> tuple[str, str]:
+    """(download command, login command) of the installed huggingface_hub's CLI.
+
+    huggingface_hub 0.34 renamed ``huggingface-cli`` to ``hf`` (``hf download``, ``hf auth
+    login``); 1.0 removed the old name.
+    """
+    try:
+        major, minor = (int(p) for p in re.findall(r"\d+", version("huggingface_hub"))[:2])
+    except (PackageNotFoundError, ValueError):
+        major, minor = 1, 0
+    if (major, minor) >= (0, 34):
+        return "hf download", "hf auth login"
+    return "huggingface-cli download", "huggingface-cli login"
+
+
+def _sentence(text: str) -> str:
+    """``text`` without its closing full stop, to end a sentence of our own."""
+    return text.strip().rstrip(".")
 
 
 def _offline() -> bool:
@@ -82,11 +163,12 @@ def resolve_model(
         return Path(snapshot_download(text, revision=revision, cache_dir=cache, local_files_only=True))
     except LocalEntryNotFoundError:
         pass
+    download = _hub_commands()[0]
     if offline if offline is not None else _offline():
         raise ModelNotFoundError(
             f"{text} is not in the Hugging Face cache ({cache or 'default cache'}) and downloads are off "
-            "(HF_HUB_OFFLINE=1 or offline=True). On a connected machine run "
-            f"`huggingface-cli download {text}`, or unset HF_HUB_OFFLINE, or pass the model folder."
+            f"(HF_HUB_OFFLINE=1 or offline=True). On a connected machine run `{download} {text}`, or unset "
+            "HF_HUB_OFFLINE, or pass the model folder."
         )
     log.info("downloading %s from the Hugging Face Hub (first use only)", text)
     return _download(text, revision, cache)
@@ -132,6 +214,7 @@ def _download(repo_id: str, revision: str | None, cache: str | None) -> Path:
         return Path(snapshot_download(repo_id, revision=revision, cache_dir=cache))
     except Exception as exc:  # noqa: BLE001 - network, auth, missing repository
         raise ModelNotFoundError(
-            f"could not download {repo_id} from the Hugging Face Hub: {type(exc).__name__}: {exc}. Check the "
-            "repository id and your network (gated models need `huggingface-cli login`), or pass a local folder."
+            f"could not download {repo_id} from the Hugging Face Hub: {type(exc).__name__}: {_sentence(str(exc))}. "
+            f"Check the repository id and your network (gated models need `{_hub_commands()[1]}`), or pass a "
+            "local folder."
         ) from exc

@@ -5,6 +5,11 @@ builder output, 1.3-1.6 ``config_entries``/``custom_ops_library``, 1.4 ``VitisAI
 ``provider_options[0].RyzenAI``), ``rai_config.json``, the tokenizer files and chat
 template source, and the ``dd_metastate_*`` bucket file names. It never loads weights and
 never imports onnxruntime-genai.
+
+Any ``model.type`` is accepted: the installed runtime decides what it runs (its refusal
+becomes :class:`~ryzenai_core.errors.UnsupportedModelError` at load time). A folder inside a
+Hugging Face cache snapshot may be a tree of links into the repository's ``blobs/``; its name
+comes from the repository (:func:`~ryzenai_core.hub.package_name`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,44 +31,13 @@ from .errors import (
     LfsPointerError,
     MissingTokenizerError,
     ModelNotFoundError,
+    ModelPackageError,
     UnsafePathError,
-    UnsupportedModelError,
 )
+from .hub import cache_repository, package_name
 from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
 
-__all__ = ["KNOWN_MODEL_TYPES", "Mode", "ModelPackage"]
-
-#: ``model.type`` values onnxruntime-genai runs as text decoders (and Gemma 3's multimodal).
-KNOWN_MODEL_TYPES = frozenset(
-    {
-        "chatglm",
-        "decoder-pipeline",
-        "ernie4_5",
-        "gemma",
-        "gemma2",
-        "gemma3",
-        "gemma3_text",
-        "gpt2",
-        "gptoss",
-        "granite",
-        "internlm2",
-        "llama",
-        "mistral",
-        "nemotron",
-        "olmo",
-        "phi",
-        "phi3",
-        "phi3small",
-        "phi3v",
-        "phi4mm",
-        "phimoe",
-        "qwen2",
-        "qwen2_5_vl",
-        "qwen3",
-        "qwen3_moe",
-        "smollm3",
-    }
-)
+__all__ = ["Mode", "ModelPackage", "path_hazards"]
 
 #: Prompt tokens one image costs, per ``model.type``: onnxruntime-genai's Gemma 3 processor
 #: expands each ``<start_of_image>`` into 256 ``<image_soft_token>`` tokens (plus the
@@ -80,6 +55,15 @@ _DECODE_RE = re.compile(
 _VISION_RE = re.compile(r"^dd_metastate_Llm_Vision_")
 _RELEASE_IN_NAME = re.compile(r"(?:_rai_|ryzenai[-_])(\d+\.\d+(?:\.\d+)?)(?=[_\-.]|$)", re.IGNORECASE)
 _RYZENAI_ENTRY_KEYS = ("hybrid_opt_token_backend", "hybrid_opt_max_seq_length", "max_length_for_kv_cache")
+#: The fused phases of an NPU package, as its ``dd_metastate_Llm_<phase>_...`` file names say.
+_PHASES = ("Prefill", "Token_Token")
+
+#: The longest path (without the closing NUL) that Windows file APIs take from code that does
+#: not opt in to long paths (MAX_PATH is 260 with the NUL).
+MAX_NARROW_PATH = 259
+#: Whether model paths reach native code as narrow (ANSI code page) strings with MAX_PATH:
+#: AMD's native loader on Windows. Linux passes bytes and has no such limit.
+NARROW_PATHS = sys.platform == "win32"
 
 
 class Mode(str, Enum):
@@ -172,6 +156,11 @@ class ModelPackage:
     lfs_pointers: tuple[str, ...]
     eos_token_ids: tuple[int, ...]
     search: Mapping[str, Any] = field(default_factory=dict)
+    missing_files: tuple[str, ...] = ()
+    """NPU files the package's own file names imply but that are not there (a partial download):
+    ``cache/`` with its fused-operator blueprints, the unbucketed ``dd_metastate_*.state``."""
+    longest_file: str | None = None
+    """The package's longest file path, relative to :attr:`path` (for :attr:`path_warnings`)."""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -187,7 +176,6 @@ class ModelPackage:
         Raises:
             ModelNotFoundError: no such folder.
             ConfigError: genai_config.json is missing or malformed.
-            UnsupportedModelError: an unknown ``model.type``.
             UnsafePathError: a config names a file outside the folder.
             MissingTokenizerError: no tokenizer file.
         """
@@ -205,6 +193,8 @@ class ModelPackage:
                 path=folder,
             )
         folder = folder.resolve()
+        repo = cache_repository(folder)
+        linked = repo.blobs if repo is not None else None  # where a snapshot's links point
         cfg_path = folder / "genai_config.json"
         if not cfg_path.is_file():
             hint = ""
@@ -226,20 +216,13 @@ class ModelPackage:
             raise ConfigError(
                 f"{cfg_path} has no model.type; restore genai_config.json from the package", path=cfg_path
             )
-        if model_type not in KNOWN_MODEL_TYPES:
-            raise UnsupportedModelError(
-                f"model.type {model_type!r} in {cfg_path} is not a type onnxruntime-genai runs; "
-                f"known types: {', '.join(sorted(KNOWN_MODEL_TYPES))}. Check the file, or upgrade "
-                "ryzenai-llm and onnxruntime-genai if the type is new.",
-                path=cfg_path,
-            )
         decoder = model.get("decoder")
         if not isinstance(decoder, dict):
             raise ConfigError(f"{cfg_path} has no model.decoder object; restore genai_config.json", path=cfg_path)
         filename = decoder.get("filename")
         if not isinstance(filename, str) or not filename:
             raise ConfigError(f"model.decoder.filename is missing in {cfg_path}", path=cfg_path)
-        decoder_file = _inside(folder, filename, "model.decoder.filename", cfg_path)
+        decoder_file = _inside(folder, filename, "model.decoder.filename", cfg_path, linked)
 
         session = decoder.get("session_options") or {}
         if not isinstance(session, dict):
@@ -250,9 +233,9 @@ class ModelPackage:
             for source in (session, options):
                 value = source.get(key)
                 if isinstance(value, str) and value:
-                    external.append(_inside(folder, value, key, cfg_path))
+                    external.append(_inside(folder, value, key, cfg_path, linked))
         if isinstance(options.get("config_file"), str):
-            external.append(_inside(folder, options["config_file"], "config_file", cfg_path))
+            external.append(_inside(folder, options["config_file"], "config_file", cfg_path, linked))
         lib = session.get("custom_ops_library")
         if isinstance(lib, str) and lib:
             _check_relative(lib, "custom_ops_library", cfg_path)
@@ -263,11 +246,12 @@ class ModelPackage:
             if isinstance(sub, dict):
                 for key in ("filename", "config_filename"):
                     if isinstance(sub.get(key), str):
-                        vision.append(_inside(folder, sub[key], f"model.{part}.{key}", cfg_path))
+                        vision.append(_inside(folder, sub[key], f"model.{part}.{key}", cfg_path, linked))
 
-        prefill, decode, node, vision_states = _scan_buckets(folder)
+        prefill, decode, nodes, vision_states = _scan_buckets(folder)
         vision.extend(vision_states)
-        lfs = _scan_lfs(folder)
+        files = _walk(folder, depth=3)
+        lfs = _scan_lfs(folder, files)
 
         token_backend = options.get("hybrid_opt_token_backend")
         rai_path = folder / "rai_config.json"
@@ -275,7 +259,8 @@ class ModelPackage:
         if rai is not None and not isinstance(rai, dict):
             raise ConfigError(f"{rai_path} is not a JSON object; restore rai_config.json", path=rai_path)
 
-        rel, rel_source = _release(folder.name, release, layout)
+        name = package_name(folder)
+        rel, rel_source = _release(name, "repository name" if repo is not None else "folder name", release)
         tok_files, tok_cfg, template, template_file = _tokenizer(folder, lfs)
 
         eos = model.get("eos_token_id")
@@ -283,7 +268,7 @@ class ModelPackage:
         search: dict[str, Any] = config["search"] if isinstance(config.get("search"), dict) else {}
         return cls(
             path=folder,
-            name=folder.name,
+            name=name,
             model_type=model_type,
             config=config,
             decoder_file=decoder_file,
@@ -294,7 +279,7 @@ class ModelPackage:
             token_backend=token_backend,
             prefill_buckets_found=prefill,
             decode_buckets_found=decode,
-            bucket_node=node,
+            bucket_node=next(iter(nodes.values()), None),
             rai_config=rai,
             release=rel,
             release_source=rel_source,
@@ -306,6 +291,8 @@ class ModelPackage:
             lfs_pointers=tuple(lfs),
             eos_token_ids=tuple(int(i) for i in eos_ids),
             search=search,
+            missing_files=_missing_npu_files(folder, nodes, files),
+            longest_file=max((p.relative_to(folder).as_posix() for p in files), key=len, default=None),
         )
 
     # ------------------------------------------------------------------ facts
@@ -329,7 +316,7 @@ class ModelPackage:
 
     @property
     def built_for(self) -> str | None:
-        """The Ryzen AI release the package was built for, as its folder name says (``_rai_1.8.0_``)."""
+        """The Ryzen AI release the package was built for, as its name says (``_rai_1.8.0_``)."""
         m = _RELEASE_IN_NAME.search(self.name)
         return m.group(1) if m else None
 
@@ -432,6 +419,51 @@ class ModelPackage:
                 path=pointers[0],
             )
 
+    def check_npu_files(self) -> list[str]:
+        """Check the files AMD's native loader reads before it runs the package on the NPU.
+
+        ``cache/`` (the fused-operator blueprints) missing makes the loader fail deep in
+        native code: that raises. A missing unbucketed ``dd_metastate_*.state`` is compiled by
+        the loader at load time and written into the package folder: slow, and it needs a
+        writable folder. That is returned as a warning, or raises when the folder is read-only.
+
+        Returns:
+            Warnings for the caller to log (empty when the package is complete).
+
+        Raises:
+            ModelPackageError: ``cache/`` or a blueprint is missing, or a state file is missing
+                and the folder is not writable.
+        """
+        cache = [m for m in self.missing_files if m.startswith("cache/")]
+        if cache:
+            raise ModelPackageError(
+                f"{self.name} is incomplete: {', '.join(cache)} is missing from {self.path}, and AMD's loader "
+                "needs it to run the fused NPU graph (the download stopped early, or the folder was copied "
+                "without it). Download the package again (`git lfs pull` in a clone; for a Hugging Face cache, "
+                "download the repository again).",
+                path=self.path / cache[0],
+            )
+        states = [m for m in self.missing_files if m.endswith(".state")]
+        if not states:
+            return []
+        if not os.access(self.path, os.W_OK):
+            raise ModelPackageError(
+                f"{self.name} is incomplete: {', '.join(states)} is missing from {self.path}, which is read-only, "
+                "so AMD's loader cannot compile it there at load time. Download the package again, or copy it "
+                "to a writable folder.",
+                path=self.path / states[0],
+            )
+        return [
+            f"{self.name} is incomplete: {', '.join(states)} is missing from {self.path}; AMD's loader compiles "
+            "it at load time and writes it into the package folder (the first load takes much longer). "
+            "Download the package again to avoid that."
+        ]
+
+    @property
+    def path_warnings(self) -> list[str]:
+        """Path hazards of this package for AMD's native loader (see :func:`path_hazards`)."""
+        return path_hazards(str(self.path), self.longest_file, windows=NARROW_PATHS)
+
     # ------------------------------------------------------------------ budget
     @cached_property
     def budget(self) -> ContextBudget:
@@ -495,6 +527,7 @@ class ModelPackage:
             "mode": self.mode.value,
             "release": self.release,
             "release_source": self.release_source,
+            "built_for": self.built_for,
             "provider": self.provider,
             "layout": self.layout,
             "token_backend": self.token_backend,
@@ -502,6 +535,8 @@ class ModelPackage:
             "vision_parts": self.vision_parts,
             "image_tokens": self.image_tokens,
             "lfs_pointers": list(self.lfs_pointers),
+            "missing_files": list(self.missing_files),
+            "path_warnings": self.path_warnings,
             "chat_template": (
                 str(self.chat_template_file.name)
                 if self.chat_template_file
@@ -530,16 +565,88 @@ def _check_relative(value: str, where: str, cfg_path: Path) -> None:
             )
 
 
-def _inside(folder: Path, value: str, where: str, cfg_path: Path) -> Path:
+def _inside(folder: Path, value: str, where: str, cfg_path: Path, linked: Path | None) -> Path:
+    """``folder / value``, refused when it points outside the folder.
+
+    A link is followed: its target must be in the folder too, or, in a Hugging Face cache
+    snapshot, in the repository's ``blobs/`` (``linked``), where every file of a snapshot is.
+    The path is returned as named (not resolved), so neighbours such as ``model.onnx.data``
+    are looked up next to it.
+    """
     _check_relative(value, where, cfg_path)
-    target = (folder / value).resolve()
-    if target != folder and folder not in target.parents:
+    path = folder / value
+    target = path.resolve()
+    roots = (folder,) if linked is None else (folder, linked)
+    if not any(target == root or root in target.parents for root in roots):
         raise UnsafePathError(
             f"{where} in {cfg_path.name} is {value!r}, which resolves to {target}, outside the model "
             f"folder {folder}; a package may only name files inside its own folder",
             path=cfg_path,
         )
-    return target
+    return path
+
+
+def path_hazards(folder: str, longest_file: str | None, *, windows: bool) -> list[str]:
+    """What in a package's path can stop AMD's native loader, with the fix; empty when nothing.
+
+    On Windows the loader receives paths as narrow strings in the ANSI code page, and native
+    readers rarely opt in to paths over :data:`MAX_NARROW_PATH` characters: a non-ASCII folder
+    name or a deep Hugging Face cache path (a Gemma 16K state file in the default cache is about
+    250 characters with a 19-character user name) can fail there. Linux has neither limit.
+
+    Args:
+        folder: the package folder, as the runtime is given it.
+        longest_file: the package's longest file path relative to ``folder``, if known.
+        windows: judge as on Windows (the decision is made by the caller, so it can be tested).
+    """
+    if not windows:
+        return []
+    fix = (
+        "set HF_HOME=C:\\hf before downloading (the cache is then C:\\hf\\hub), or move the package to a "
+        "short ASCII folder"
+    )
+    out = []
+    odd = sorted({c for c in folder if not c.isascii()})
+    if odd:
+        out.append(
+            f"the package path {folder} holds non-ASCII characters ({''.join(odd)}); AMD's native loader takes "
+            f"paths in the ANSI code page and may not open it. Fix: {fix}."
+        )
+    longest = str(PureWindowsPath(folder, longest_file)) if longest_file else folder
+    if len(longest) > MAX_NARROW_PATH:
+        out.append(
+            f"the package's longest file path is {len(longest)} characters ({longest}), over the "
+            f"{MAX_NARROW_PATH} that native code without long-path support can open. Fix: {fix}."
+        )
+    return out
+
+
+def _missing_npu_files(folder: Path, nodes: Mapping[str, str], files: list[Path]) -> tuple[str, ...]:
+    """The NPU files a package's bucket files imply, that are not there.
+
+    Each fused phase whose bucket files are present (``dd_metastate_Llm_<phase>_<node>_..._padded_N_``)
+    has one unbucketed ``dd_metastate_Llm_<phase>_<node>.state``. A Full-Fusion package (both
+    phases) carries its fused-operator blueprints in ``cache/`` (``<node>_meta.json`` and
+    ``Token_<node>_meta.json``), as AMD's Full-Fusion packages do; ``.cache/`` counts too.
+    Token-Fusion and hybrid packages are not asked for ``cache/`` (what their loader needs there
+    is not known).
+    """
+    missing: list[str] = []
+    if set(nodes) == set(_PHASES):
+        cache = next((folder / n for n in ("cache", ".cache") if (folder / n).is_dir()), None)
+        if cache is None:
+            missing.append("cache/")
+        else:
+            for phase, blueprint in (("Prefill", "{}_meta.json"), ("Token_Token", "Token_{}_meta.json")):
+                name = blueprint.format(nodes[phase])
+                if not (cache / name).is_file():
+                    missing.append(f"{cache.name}/{name}")
+    names = {p.name for p in files}
+    for phase, node in nodes.items():
+        state = f"dd_metastate_Llm_{phase}_{node}.state"
+        if state not in names:
+            missing.append(state)
+    return tuple(missing)
 
 
 def _provider(session: Mapping[str, Any], cfg_path: Path) -> tuple[str, dict[str, str], str]:
@@ -575,10 +682,11 @@ def _provider(session: Mapping[str, Any], cfg_path: Path) -> tuple[str, dict[str
     return "cpu", {}, "plain"
 
 
-def _scan_buckets(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], str | None, list[Path]]:
+def _scan_buckets(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, str], list[Path]]:
+    """(prefill buckets, decode buckets, fused node per phase, vision state files) from file names."""
     prefill: set[int] = set()
     decode: set[int] = set()
-    node: str | None = None
+    nodes: dict[str, str] = {}
     vision: list[Path] = []
     for entry in _walk(folder, depth=2):
         name = entry.name
@@ -586,13 +694,13 @@ def _scan_buckets(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], str |
             continue
         if m := _PREFILL_RE.match(name):
             prefill.add(int(m["n"]))
-            node = node or m["node"]
+            nodes.setdefault("Prefill", m["node"])
         elif m := _DECODE_RE.match(name):
             decode.add(int(m["n"]))
-            node = node or m["node"]
+            nodes.setdefault("Token_Token", m["node"])
         elif _VISION_RE.match(name):
             vision.append(entry)
-    return tuple(sorted(prefill)), tuple(sorted(decode)), node, sorted(vision)
+    return tuple(sorted(prefill)), tuple(sorted(decode)), nodes, sorted(vision)
 
 
 def _walk(folder: Path, depth: int) -> list[Path]:
@@ -611,23 +719,30 @@ def _walk(folder: Path, depth: int) -> list[Path]:
     return out
 
 
-def _scan_lfs(folder: Path) -> list[str]:
-    return sorted(str(p.relative_to(folder).as_posix()) for p in _walk(folder, depth=3) if _is_lfs_pointer(p))
+def _scan_lfs(folder: Path, files: list[Path]) -> list[str]:
+    return sorted(str(p.relative_to(folder).as_posix()) for p in files if _is_lfs_pointer(p))
 
 
-def _release(folder_name: str, explicit: str | None, layout: str) -> tuple[str | None, str]:
+def _release(name: str, name_source: str, explicit: str | None) -> tuple[str | None, str]:
+    """The Ryzen AI release a package is planned for, and where it came from.
+
+    The release that runs the package decides its prompt limit: ``RYZENAI_VERSION``, else the
+    ``release`` argument, else the installed Ryzen AI runtime, and only when that is unknown
+    (a CPU build, or a Ryzen AI build of an unknown version) the release the package's name
+    says it was built for.
+    """
     env = env_release()
     if env:
         return env, f"environment variable {ENV_RELEASE}"
     if explicit:
         parse_release(explicit)
         return explicit, "argument"
-    m = _RELEASE_IN_NAME.search(folder_name)
-    if m:
-        return m.group(1), "folder name"
     info = runtime_info()
     if info.ryzenai and info.release:
         return info.release, f"installed runtime {info.distribution} {info.version}"
+    m = _RELEASE_IN_NAME.search(name)
+    if m:
+        return m.group(1), f"{name_source}, as the installed runtime's release is unknown"
     return None, "unknown"
 
 

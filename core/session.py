@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import threading
 import time
@@ -36,18 +37,21 @@ from .errors import (
     ModelPackageError,
     RuntimeNotAvailableError,
     StreamAbandonedError,
+    UnsupportedModelError,
 )
-from .formats import parse_tool_calls
+from .formats import has_tool_calls, parse_tool_calls
 from .images import IMAGE_TYPES, prepare_images
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, check_runtime_settings, resolve_search
 from .package import ModelPackage
 from .request import resolve
-from .runtime import import_oga, runtime_info
+from .runtime import EpSearch, explain_ryzenai_failure, import_oga, prepare_ryzenai_runtime, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .token_bytes import TokenBytes, byte_zero_token
 
 __all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "timeout_error"]
+
+log = logging.getLogger(__name__)
 
 
 
@@ -267,6 +271,9 @@ class Session:
         self._image_tokens: frozenset[int] | None = None
         self._bytes: TokenBytes | None = None
         self.load_seconds: float | None = None
+        self.device: str | None = None
+        """The execution provider that runs the model, as onnxruntime-genai names its device
+        (``RyzenAI``, ``CPU``, ``DML``, ...), once loaded."""
 
     # ------------------------------------------------------------------ loading
     @property
@@ -289,6 +296,13 @@ class Session:
         problem = load_problem(pkg, provider)
         if problem is not None:
             raise problem
+        ep: EpSearch | None = None
+        if pkg.is_ryzenai and provider is None:
+            # What AMD's native loader reads, checked before it fails deep in native code; then the
+            # EP library made findable as AMD's tools do, in the process that loads the model.
+            for warning in [*pkg.check_npu_files(), *pkg.path_warnings]:
+                log.warning(warning)
+            ep = prepare_ryzenai_runtime()
         og = import_oga()
         start = time.perf_counter()
         try:
@@ -314,7 +328,7 @@ class Session:
             model = og.Model(config)
             tokenizer = og.Tokenizer(model)
         except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
-            raise self._load_error(exc) from exc
+            raise self._load_error(exc, ep) from exc
         end_ids = set(pkg.eos_token_ids)
         for marker in self.template.end_of_turn:
             ids = tokenizer.encode(marker)
@@ -329,14 +343,22 @@ class Session:
             pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids))
         )
         self.load_seconds = time.perf_counter() - start
+        self.device = str(getattr(model, "device_type", "") or "") or _device_guess(provider, pkg.provider)
         self._tokenizer = tokenizer
         self._end_ids = frozenset(end_ids)
         self._model = model
 
-    def _load_error(self, exc: Exception) -> Exception:
+    def _load_error(self, exc: Exception, ep: EpSearch | None = None) -> Exception:
         pkg = self.package
         text = str(exc)
         info = runtime_info()
+        if "unsupported model_type" in text.lower():
+            return UnsupportedModelError(
+                f"{info.describe()} does not run model.type {pkg.model_type!r} of {pkg.name}: {text}. Upgrade "
+                "onnxruntime-genai (on a Ryzen AI PC: the Ryzen AI release the package was built for), or check "
+                "genai_config.json.",
+                path=pkg.path / "genai_config.json",
+            )
         if "session_options" in text and self.key.session_options != "{}":
             return InvalidRequestError(
                 f"onnxruntime-genai rejected the session options {self.key.session_options}: {text}. Use option "
@@ -355,6 +377,9 @@ class Session:
                 f"onnxruntime-genai build for it (e.g. onnxruntime-genai-{provider} in place of the CPU one), or "
                 "use provider='cpu'"
             )
+        cause = explain_ryzenai_failure(text, ep) if pkg.provider == "RyzenAI" and provider is None else None
+        if cause is not None:
+            return RuntimeNotAvailableError(f"loading {pkg.name} on the NPU failed: {cause}. ({text})")
         if "ryzenai" in text.lower() or "vitisai" in text.lower() or "custom op" in text.lower():
             return RuntimeNotAvailableError(
                 f"loading {pkg.name} needs the Ryzen AI execution provider ({pkg.provider}), which "
@@ -718,7 +743,7 @@ class Session:
             stop=options.stop,
             reasoning_markers=tpl.reasoning_markers,
             tool_markers=tpl.tool_call_markers if prep.tools else None,
-            json_tool_calls=bool(prep.tools) and tpl.tool_call_markers is None,
+            json_tool_calls=bool(prep.tools) and tpl.tool_call_markers is None and has_tool_calls(tpl.family),
             parse_tool_calls=(
                 functools.partial(
                     parse_tool_calls, family=tpl.family, tool_names=[t["function"]["name"] for t in prep.tools]
@@ -854,6 +879,7 @@ class Session:
             token_ids=pending,
             dropped_messages=prep.dropped_messages,
             stop_sequence=parser.stop_sequence,
+            provider=self.device,
         )
 
     def _discard(self, generator: Any) -> None:
@@ -907,6 +933,12 @@ class Session:
     def reset_cache(self) -> None:
         """Drop the cached generator (frees its KV cache)."""
         self._cached = None
+
+
+def _device_guess(provider: str | None, package_provider: str) -> str:
+    """The device a model runs on, for runtimes without ``Model.device_type``: OGA's names."""
+    chosen = provider or package_provider
+    return {"cpu": "CPU", "dml": "DML"}.get(chosen, chosen)
 
 
 def _template_view(message: ChatMessage) -> ChatMessage:

@@ -88,6 +88,9 @@ class Chunk:
     """Old turns left out to fit the prompt limit (overflow policy ``drop_oldest``)."""
     stop_sequence: str | None = None
     """The stop string that ended the answer (last chunk; None when none did)."""
+    provider: str | None = None
+    """The execution provider that ran the call, as onnxruntime-genai names its device
+    (``RyzenAI``, ``CPU``, ``DML``, ...; last chunk)."""
 
 
 class IncrementalDecoder:

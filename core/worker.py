@@ -52,6 +52,7 @@ def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
         and chunk.plan is None
         and not chunk.dropped_messages
         and chunk.stop_sequence is None
+        and chunk.provider is None
     ):
         return ("delta", rid, chunk.text, chunk.token_ids)
     return ("chunk", rid, chunk)

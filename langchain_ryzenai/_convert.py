@@ -147,10 +147,11 @@ def _usage(chunk: Chunk) -> UsageMetadata | None:
 
 
 def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
-    """What the last chunk reports: why it ended, which package, timings and the budget plan."""
+    """What the last chunk reports: why it ended, which package and provider, timings and the budget plan."""
     meta: dict[str, Any] = {
         "model_name": model_name,
         "model_provider": PROVIDER,
+        "execution_provider": chunk.provider,
         "finish_reason": chunk.finish_reason,
         "stop_reason": _STOP_REASONS.get(str(chunk.finish_reason), chunk.finish_reason),
     }

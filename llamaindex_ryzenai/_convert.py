@@ -196,6 +196,7 @@ class _Fold:
             plan = chunk.plan.to_dict() if chunk.plan is not None else None
             extra.update(usage)
             extra["finish_reason"] = chunk.finish_reason
+            extra["execution_provider"] = chunk.provider
             extra["budget_plan"] = plan
             if chunk.dropped_messages:
                 extra["dropped_messages"] = chunk.dropped_messages
@@ -203,6 +204,7 @@ class _Fold:
                 extra["stop_sequence"] = chunk.stop_sequence
             raw = {
                 "model": self.model_name,
+                "execution_provider": chunk.provider,
                 "usage": usage,
                 "finish_reason": chunk.finish_reason,
                 "stop_sequence": chunk.stop_sequence,

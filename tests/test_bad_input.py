@@ -74,9 +74,9 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
     "genai_config without model": (
         lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text("{}"))),
         ConfigError, ["no \"model\" object"]),
-    "unknown model type": (
-        lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, config_edit(lambda c: c["model"].__setitem__("type", "gpt9")))),
-        UnsupportedModelError, ["'gpt9'", "known types", "llama"]),
+    "model type the runtime refuses": (
+        lambda t, x: gen(Engine.get(edited(t, TINY_LLAMA, config_edit(lambda c: c["model"].__setitem__("type", "gpt9"))), execution=x)),
+        UnsupportedModelError, ["'gpt9'", "does not run model.type", "Upgrade onnxruntime-genai"]),
     "genai_config is an LFS pointer": (
         lambda t, x: ModelPackage.open(edited(t, TINY_LLAMA, lambda f: (f / "genai_config.json").write_text(
             "version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 3\n"))),

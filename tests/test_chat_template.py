@@ -15,6 +15,7 @@ from ryzenai_core.formats import (
     FAMILIES,
     end_of_turn_markers,
     family_for_model_type,
+    has_tool_calls,
     infer_family,
     parse_tool_calls,
     reasoning_markers,
@@ -206,7 +207,7 @@ def test_family_comes_from_the_source_before_the_model_type():
     assert smol.model_type == "phi3"
     assert ChatTemplate.for_package(smol).family == "llama3"  # its template is a Llama 3 one
     assert ChatTemplate("<|im_start|>{{ messages }}").family == "chatml"
-    assert ChatTemplate("{{ messages }}").family == "chatml"
+    assert ChatTemplate("{{ messages }}").family == "plain"  # no control tokens it knows: no format assumed
     assert ChatTemplate("{{ messages }}", family="gemma3").family == "gemma3"
     with pytest.raises(InvalidRequestError, match="family 'mistral'"):
         ChatTemplate("{{ messages }}", family="mistral")
@@ -415,7 +416,7 @@ def test_sandbox_payloads_raise(payload):
 
 # ---------------------------------------------------------------------- family markers
 def test_family_markers():
-    assert FAMILIES == ("llama3", "qwen3", "gemma3", "chatml")
+    assert FAMILIES == ("llama3", "qwen3", "gemma3", "chatml", "plain")
     assert end_of_turn_markers("llama3") == ["<|eot_id|>", "<|eom_id|>"]
     assert end_of_turn_markers("qwen3") == end_of_turn_markers("chatml") == ["<|im_end|>"]
     assert end_of_turn_markers("gemma3") == ["<end_of_turn>"]
@@ -426,7 +427,9 @@ def test_family_markers():
     assert family_for_model_type("llama") == "llama3"
     assert family_for_model_type("qwen3") == "qwen3"
     assert family_for_model_type("gemma3_text") == "gemma3"
-    assert family_for_model_type("qwen2") == family_for_model_type("phi3") == "chatml"
+    assert family_for_model_type("qwen2") is family_for_model_type("decoder") is None  # not known here
+    assert end_of_turn_markers("plain") == [] and tool_call_markers("plain") is reasoning_markers("plain") is None
+    assert not has_tool_calls("plain") and parse_tool_calls('{"name": "f", "parameters": {}}', "plain")[1] == []
     assert infer_family(builtin_template("qwen3.jinja")) == "qwen3"
     assert infer_family(builtin_template("chatml.jinja")) == "chatml"
     assert infer_family("plain") is None

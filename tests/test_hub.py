@@ -1,50 +1,126 @@
-"""Models by name, resolved through a pre-filled Hugging Face cache (never the network)."""
+"""Models by name, resolved through a pre-filled Hugging Face cache (never the network).
+
+The cache is made as huggingface_hub's downloads make it (:mod:`hf_cache`): every snapshot file
+is a relative link into the repository's ``blobs/``.
+"""
 
 from __future__ import annotations
 
-import shutil
+import json
+import os
 
 import pytest
 
-from conftest import TINY_LLAMA
-from ryzenai_core import ChatMessage, Engine, ModelNotFoundError
-from ryzenai_core.hub import resolve_model
+from conftest import REPLICAS, TINY_LLAMA
+from hf_cache import COMMIT, cache_repository
+from ryzenai_core import ChatMessage, Engine, ModelNotFoundError, ModelPackage, UnsafePathError
+from ryzenai_core.hub import package_name, resolve_model
 from ryzenai_core.models import default_model_path
 from ryzenai_core.options import validated_options
 
 REPO = "amd/Llama-3.2-1B_rai_1.8.0_npu_4K"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+EMBEDDING_REPO = "amd/tiny-bert-st"
+LLAMA_NPU = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"
+TINY_ST = REPLICAS.parent / "embeddings" / "tiny-bert-st"
 
 
 @pytest.fixture
 def hf_cache(tmp_path, monkeypatch):
-    """A Hugging Face cache holding REPO, laid out as huggingface_hub writes it."""
+    """A Hugging Face cache holding REPO (the NPU replica) and EMBEDDING_REPO; downloads off.
+
+    ``HF_HUB_CACHE`` is pointed at it, as the variable does for huggingface_hub.
+    """
+    import huggingface_hub.constants
+
     cache = tmp_path / "hub"
-    repo = cache / ("models--" + REPO.replace("/", "--"))
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    shutil.copytree(TINY_LLAMA, repo / "snapshots" / COMMIT)
+    cache_repository(cache, REPO, LLAMA_NPU)
+    cache_repository(cache, EMBEDDING_REPO, TINY_ST)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     return cache
 
 
 def test_repo_id_resolves_from_the_cache_offline(hf_cache):
     path = resolve_model(REPO, cache_dir=hf_cache)
     assert path.name == COMMIT and (path / "genai_config.json").is_file()
+    link = os.readlink(path / "genai_config.json")
+    assert link.startswith("../../blobs/")  # the layout huggingface_hub makes
 
 
-def test_engine_accepts_a_repo_id(hf_cache, monkeypatch):
-    import huggingface_hub.constants
+def test_a_snapshot_of_links_opens_under_the_repository_name(hf_cache):
+    """The package check accepts links into the repository's blobs/ and names the package after it."""
+    pkg = ModelPackage.open(resolve_model(REPO))
+    assert pkg.name == "Llama-3.2-1B_rai_1.8.0_npu_4K" == package_name(pkg.path)
+    assert (pkg.release, pkg.built_for) == ("1.8.0", "1.8.0")
+    assert pkg.release_source.startswith("repository name")
+    assert pkg.decoder_file == pkg.path / "model.onnx" and pkg.decoder_file.is_symlink()
+    assert pkg.prefill_buckets_found[-1] == 4096 and pkg.mode.value == "full-fusion"
+    assert pkg.missing_files == () and pkg.lfs_pointers == ()
+    assert pkg.required_files()[-1] == pkg.path / "model.onnx.data"  # found beside the link, not the blob
+    assert pkg.budget.prompt_limit == 4096
 
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hf_cache))  # what HF_HUB_CACHE sets
-    e = Engine.get(REPO, execution="inline")
+
+def test_a_snapshot_link_outside_the_repository_is_refused(hf_cache, tmp_path):
+    snapshot = resolve_model(REPO)
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"x")
+    (snapshot / "model.onnx").unlink()
+    (snapshot / "model.onnx").symlink_to(outside)
+    with pytest.raises(UnsafePathError, match="resolves to .*outside.onnx, outside the model folder"):
+        ModelPackage.open(snapshot)
+
+
+def test_a_snapshot_config_naming_the_blobs_is_refused(hf_cache):
+    """A config may name files of its own folder only, even when they are links into blobs/."""
+    snapshot = resolve_model(REPO)
+    config = json.loads((snapshot / "genai_config.json").read_text())
+    blob = os.readlink(snapshot / "model.onnx")  # ../../blobs/<sha>
+    config["model"]["decoder"]["filename"] = blob
+    (snapshot / "genai_config.json").unlink()
+    (snapshot / "genai_config.json").write_text(json.dumps(config))
+    with pytest.raises(UnsafePathError, match="points outside the model folder"):
+        ModelPackage.open(snapshot)
+
+
+def test_both_faces_and_both_embedders_take_a_repo_id_offline(hf_cache):
+    from langchain_ryzenai import ChatRyzenAI, RyzenAIEmbeddings
+    from llamaindex_ryzenai import RyzenAIEmbedding, RyzenAILLM
+
+    chat = ChatRyzenAI(model=REPO, provider="cpu", execution="inline", temperature=0, max_tokens=3)
+    msg = chat.invoke("hi")
+    assert msg.usage_metadata["output_tokens"] == 3 and msg.response_metadata["model_name"] == REPO
+    llm = RyzenAILLM(model=REPO, provider="cpu", execution="inline", temperature=0, max_new_tokens=3)
+    assert llm.complete("hi").raw["usage"]["completion_tokens"] == 3
+    vectors = RyzenAIEmbeddings(model=EMBEDDING_REPO, onnx_file="onnx/model.onnx").embed_documents(["a", "b"])
+    assert len(vectors) == 2 and len(vectors[0]) == 32
+    assert len(RyzenAIEmbedding(model=EMBEDDING_REPO).get_text_embedding("a")) == 32
+
+
+def test_info_of_a_repo_id_names_the_repository(hf_cache, capsys):
+    from ryzenai_cli.main import main
+
+    assert main(["info", REPO, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["name"] == "Llama-3.2-1B_rai_1.8.0_npu_4K" and out["path"].endswith(COMMIT)
+    assert (out["release"], out["built_for"]) == ("1.8.0", "1.8.0")
+    assert main(["info", EMBEDDING_REPO, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "tiny-bert-st"
+
+
+def test_engine_accepts_a_repo_id(hf_cache):
+    cache_repository(hf_cache, "amd/tiny-llama", TINY_LLAMA)
+    e = Engine.get("amd/tiny-llama", execution="inline")
     c = e.generate([ChatMessage("user", "hi")], validated_options(max_new_tokens=3, temperature=0))
-    assert c.usage.completion_tokens == 3
+    assert c.usage.completion_tokens == 3 and e.package.name == "tiny-llama"
 
 
 def test_offline_without_a_cached_copy_is_a_clear_error(hf_cache):
-    with pytest.raises(ModelNotFoundError, match=r"amd/Qwen3-4B_rai_1.8.0_npu_4K is not in the Hugging Face cache.*huggingface-cli download"):
+    """The fix names the installed huggingface_hub's own command (`hf download` since 0.34)."""
+    with pytest.raises(ModelNotFoundError) as info:
         resolve_model("amd/Qwen3-4B_rai_1.8.0_npu_4K", cache_dir=hf_cache)
+    message = str(info.value)
+    assert "amd/Qwen3-4B_rai_1.8.0_npu_4K is not in the Hugging Face cache" in message
+    assert "run `hf download amd/Qwen3-4B_rai_1.8.0_npu_4K`" in message and "huggingface-cli" not in message
 
 
 def test_embedded_model_by_name():
@@ -96,7 +172,8 @@ def test_failed_download_is_a_clear_error(hf_cache, empty_hub, monkeypatch, caps
         resolve_model("amd/No-Such-Model", cache_dir=hf_cache)
     message = str(info.value)
     assert message.startswith("could not download amd/No-Such-Model from the Hugging Face Hub: ")
-    assert "RepositoryNotFoundError" in message and "huggingface-cli login" in message
+    assert "RepositoryNotFoundError" in message and "`hf auth login`" in message
+    assert ".." not in message.replace("...", "")  # one full stop between the hub's text and ours
     assert not list(hf_cache.glob("models--amd--No-Such-Model/snapshots/*"))  # nothing half-written was kept
     # The command line shows the same message, without a traceback.
     import huggingface_hub.constants

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,9 @@ from ryzenai_core import (
     ModelPackageError,
     RyzenAIError,
     UnsafePathError,
-    UnsupportedModelError,
 )
-from ryzenai_core.package import _limit_key
+from ryzenai_core import package as package_module
+from ryzenai_core.package import MAX_NARROW_PATH, _limit_key, path_hazards
 
 PREFILL_4K = [128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096]
 TOKEN_4K = [256, 512, 1024, 2048, 3072, 4096]
@@ -266,11 +267,12 @@ def test_genai_config_that_is_an_lfs_pointer(copy_package):
         ModelPackage.open(folder)
 
 
-def test_unknown_model_type(copy_package):
+@pytest.mark.parametrize("model_type", ["decoder", "gemma4_text", "lfm2", "qwen3_5_text", "llamaz"])
+def test_any_model_type_opens(copy_package, model_type):
+    """The installed runtime decides which types it runs (tests/test_model_types.py loads them)."""
     folder = copy_package(TINY_LLAMA)
-    _edit_config(folder, lambda c: c["model"].__setitem__("type", "llamaz"))
-    with pytest.raises(UnsupportedModelError, match="'llamaz'.*known types"):
-        ModelPackage.open(folder)
+    _edit_config(folder, lambda c: c["model"].__setitem__("type", model_type))
+    assert ModelPackage.open(folder).model_type == model_type
 
 
 def test_missing_tokenizer(copy_package):
@@ -340,3 +342,67 @@ def test_unknown_release_uses_smallest_limit_and_says_so(copy_package):
     assert pkg.release is None
     assert pkg.budget.prompt_limit == 2048
     assert "RYZENAI_VERSION" in pkg.budget.prompt_limit_source
+
+
+# ---------------------------------------------------------------------- partial downloads
+NODE = "modellayers.0input_layernormMLADFRMSNORM"
+
+
+@pytest.mark.parametrize(
+    ("replica", "remove", "missing"),
+    [
+        ("Llama-3.2-1B_rai_1.8.0_npu_4K", "cache", ("cache/",)),
+        ("Qwen3-4B_rai_1.8.0_npu_4K", f"cache/Token_{NODE}_meta.json", (f"cache/Token_{NODE}_meta.json",)),
+        ("Qwen3-4B_rai_1.8.0_npu_4K", f"dd_metastate_Llm_Token_Token_{NODE}.state", (f"dd_metastate_Llm_Token_Token_{NODE}.state",)),
+        ("Gemma-3-4b_rai_1.8.0_npu_16K", f"dd_metastate_Llm_Token_Token_{NODE}.state", (f"dd_metastate_Llm_Token_Token_{NODE}.state",)),
+    ],
+    ids=["full-fusion-cache", "blueprint", "full-fusion-state", "token-fusion-state"],
+)
+def test_a_partial_download_names_the_missing_npu_file(copy_package, capsys, replica, remove, missing):
+    from ryzenai_cli.main import main
+
+    folder = copy_package(REPLICAS / replica)
+    target = folder / remove
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    pkg = ModelPackage.open(folder)
+    assert pkg.missing_files == missing and pkg.describe()["missing_files"] == list(missing)
+    assert main(["info", str(folder)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("missing files")]
+    assert rows == [f"missing files     {', '.join(missing)} (a partial download: download it again)"]
+
+
+@pytest.mark.parametrize("replica", sorted(p.name for p in REPLICAS.iterdir()))
+def test_complete_replicas_miss_nothing(replica):
+    assert ModelPackage.open(REPLICAS / replica).missing_files == ()
+
+
+# ---------------------------------------------------------------------- path hazards (Windows)
+HF_DEFAULT = "C:\\Users\\{user}\\.cache\\huggingface\\hub\\models--amd--Gemma-3-4b_rai_1.8.0_npu_16K\\snapshots\\" + "0" * 40
+GEMMA_STATE = f"dd_metastate_Llm_Token_Token_{NODE}_attention_mask_padded_4096_.ctrlpkt"
+
+
+def test_windows_path_hazards_are_told_with_the_fix():
+    plain = HF_DEFAULT.format(user="alexandra.k")  # 11 characters: fits
+    assert len(plain) + 1 + len(GEMMA_STATE) <= MAX_NARROW_PATH
+    assert path_hazards(plain, GEMMA_STATE, windows=True) == []
+    (accented,) = path_hazards(HF_DEFAULT.format(user="Jürgen"), GEMMA_STATE, windows=True)
+    assert "holds non-ASCII characters (ü)" in accented and "set HF_HOME=C:\\hf" in accented
+    long_user = "alexandra.konstantinopoulou.x"  # 29 characters
+    (deep,) = path_hazards(HF_DEFAULT.format(user=long_user), GEMMA_STATE, windows=True)
+    assert f"longest file path is {len(HF_DEFAULT.format(user=long_user)) + 1 + len(GEMMA_STATE)} characters" in deep
+    assert f"over the {MAX_NARROW_PATH}" in deep and "set HF_HOME=C:\\hf" in deep
+    assert path_hazards(HF_DEFAULT.format(user="Jürgen"), GEMMA_STATE, windows=False) == []  # Linux: bytes, no limit
+
+
+def test_info_warns_of_a_non_ascii_package_path_on_windows(copy_package, monkeypatch, capsys):
+    from ryzenai_cli.main import main
+
+    folder = copy_package(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", "Modèles-Llama-3.2-1B_rai_1.8.0_npu_4K")
+    assert ModelPackage.open(folder).path_warnings == []  # not on this (Linux) machine
+    monkeypatch.setattr(package_module, "NARROW_PATHS", True)
+    pkg = ModelPackage.open(folder)
+    assert len(pkg.path_warnings) == 1 and "non-ASCII characters (è)" in pkg.path_warnings[0]
+    assert main(["info", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["path_warnings"] == pkg.path_warnings
+    assert main(["info", str(folder)]) == 0
+    assert f"path warning      {pkg.path_warnings[0]}" in capsys.readouterr().out.splitlines()

@@ -11,8 +11,12 @@ stand-in Ryzen AI runtime gets as far as the real runtime's refusal of that prov
 from __future__ import annotations
 
 import importlib.metadata as md
+import logging
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,16 +30,22 @@ from ryzenai_core import (
     ModelPackageError,
     RuntimeNotAvailableError,
 )
+from ryzenai_core import runtime as runtime_module
 from ryzenai_core.runtime import (
+    ENV_EP_PATH,
     ENV_RELEASE,
     RuntimeInfo,
     env_release,
+    find_ryzenai_ep,
+    prepare_ryzenai_runtime,
     release_for_oga_version,
     runtime_info,
 )
 from ryzenai_core.session import Session, SessionKey
 
 LLAMA_NPU = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"
+NODE = "modellayers.0input_layernormMLADFRMSNORM"
+EP_WINDOWS, EP_LINUX = "onnxruntime_providers_ryzenai.dll", "libonnxruntime_providers_ryzenai.so"
 LLAMA_HYBRID = REPLICAS / "Llama-3.2-1B_rai_1.8.0_hybrid"
 QWEN3_NPU = REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"
 QWEN25_CUSTOM_OPS = REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu"
@@ -193,12 +203,33 @@ def test_bad_release_argument_is_a_clear_error(installed, renamed):
         ModelPackage.open(renamed(LLAMA_NPU), release="1.8.x")
 
 
-def test_folder_name_is_what_the_package_was_built_for(installed):
+def test_the_installed_runtime_decides_the_release_before_the_folder_name(installed, capsys):
+    """The runtime that runs the package sets its prompt limit; the name only says what it was built for."""
+    from ryzenai_cli.main import main
+
     installed(("onnxruntime-genai-ryzenai", "0.9.2"))
     pkg = ModelPackage.open(LLAMA_NPU)
-    assert (pkg.release, pkg.release_source, pkg.built_for) == ("1.8.0", "folder name", "1.8.0")
+    assert (pkg.release, pkg.built_for) == ("1.6", "1.8.0")
+    assert pkg.release_source == "installed runtime onnxruntime-genai-ryzenai 0.9.2"
+    assert _limit_key_in(pkg.budget.prompt_limit_source) == "1.6.0"
     assert ModelPackage.open(REPLICAS / "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid").built_for == "1.7"
     assert ModelPackage.open(QWEN25_CUSTOM_OPS).built_for is None
+    assert main(["info", str(LLAMA_NPU)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Ryzen AI release"))
+    assert row.endswith(
+        "1.6 (from installed runtime onnxruntime-genai-ryzenai 0.9.2); the package was built for 1.8.0"
+    )
+
+
+@pytest.mark.parametrize(
+    "runtime", [CPU_OGA, ("onnxruntime-genai-ryzenai", "0.18.0")], ids=["cpu-build", "unknown-ryzenai-version"]
+)
+def test_the_folder_name_decides_only_when_the_runtime_release_is_unknown(installed, runtime):
+    installed(runtime)
+    pkg = ModelPackage.open(QWEN3_NPU)
+    assert (pkg.release, pkg.built_for) == ("1.8.0", "1.8.0")
+    assert pkg.release_source == "folder name, as the installed runtime's release is unknown"
+    assert pkg.describe()["release_source"] == pkg.release_source
 
 
 # ----------------------------------------------------------------------------- loading
@@ -229,9 +260,10 @@ def test_ryzenai_runtime_keeps_the_packages_provider(installed, replica):
     with pytest.raises(RuntimeNotAvailableError) as err:
         session.load()
     text = str(err.value)
-    assert f"loading {replica.name} needs the Ryzen AI execution provider (RyzenAI)" in text
-    assert "onnxruntime-genai-ryzenai 0.14.0, Ryzen AI build (release 1.8) does not have" in text
-    assert "conda activate ryzen-ai-1.8.0" in text and "provider='cpu'" in text  # the fix
+    # The CPU build's own RyzenAI code looked for the EP library where Linux looks, and found none.
+    assert f"loading {replica.name} on the NPU failed: the Ryzen AI EP library cannot be loaded: " in text
+    assert f"{EP_LINUX} is not found: {ENV_EP_PATH} is unset, and on Linux onnxruntime-genai looks only there" in text
+    assert "does not have" not in text  # not "the build lacks the provider"
     cause = err.value.__cause__
     assert isinstance(cause, RuntimeError) and "RyzenAI execution provider" in str(cause)
     assert not session.loaded
@@ -243,7 +275,7 @@ def test_ryzenai_runtime_with_cpu_provider_runs_the_replica(installed):
     try:
         out = engine.generate([ChatMessage("user", "Hi")], GenerationOptions(max_new_tokens=3, temperature=0))
         assert out.usage.completion_tokens == 3
-        assert engine.package.release == "1.8.0" and engine.budget.prompt_limit == 4096
+        assert engine.package.release == "1.8" and engine.budget.prompt_limit == 4096
     finally:
         engine.close()
 
@@ -300,6 +332,186 @@ def test_other_load_failures_stay_package_errors(installed, copy_package):
 def test_package_older_than_the_runtime_is_not_refused_up_front(installed):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
     smol = REPLICAS / "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid"
-    with pytest.raises(RuntimeNotAvailableError, match=r"needs the Ryzen AI execution provider \(RyzenAI\)") as err:
+    with pytest.raises(RuntimeNotAvailableError, match=r"on the NPU failed: the Ryzen AI EP library cannot be loaded") as err:
         _load(smol)
     assert "Failed to register RyzenAI execution provider" in str(err.value.__cause__)
+
+
+# ----------------------------------------------------------------------------- the EP library
+@pytest.fixture
+def places(tmp_path: Path) -> dict[str, Path]:
+    """A folder for each place onnxruntime-genai looks in, in its order."""
+    folders = {name: tmp_path / name for name in ("genai", "ort", "exe", "cwd")}
+    for folder in folders.values():
+        folder.mkdir()
+    return folders
+
+
+def _search(places: dict[str, Path], *, windows: bool, environ: dict[str, str] | None = None):
+    return find_ryzenai_ep(
+        windows=windows,
+        environ=environ or {},
+        genai_dir=places["genai"],
+        ort_dir=places["ort"],
+        exe_dir=places["exe"],
+        cwd=places["cwd"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "source"),
+    [
+        ("genai", "next to onnxruntime-genai"),
+        ("ort", "next to onnxruntime"),
+        ("exe", "next to the executable"),
+        ("cwd", "in the working folder"),
+    ],
+)
+def test_windows_looks_next_to_genai_onnxruntime_the_executable_then_the_working_folder(places, first, source):
+    order = list(places)
+    for name in order[order.index(first) :]:  # the library there and in every later place
+        (places[name] / EP_WINDOWS).write_bytes(b"MZ")
+    ep = _search(places, windows=True)
+    assert (ep.path, ep.source, ep.problem) == (places[first] / EP_WINDOWS, source, None)
+    assert [p for _, p in ep.searched][: order.index(first) + 1] == [places[n] / EP_WINDOWS for n in order[: order.index(first) + 1]]
+    assert ep.missing_dlls == ("libutf8_validity.dll", "abseil_dll.dll")  # what AMD's tools check beside OGA
+
+
+def test_linux_looks_only_at_the_variable_and_the_working_folder(places):
+    (places["genai"] / EP_LINUX).write_bytes(b"\x7fELF")  # where the Ryzen AI wheel may keep it
+    ep = _search(places, windows=False)
+    assert not ep.found and [p for _, p in ep.searched] == [places["cwd"] / EP_LINUX]
+    assert f"{ENV_EP_PATH} is unset, and on Linux onnxruntime-genai looks only there and in the working folder" in ep.problem
+    assert f"It is at {places['genai'] / EP_LINUX}: `export {ENV_EP_PATH}={places['genai'] / EP_LINUX}`" in ep.problem
+    (places["cwd"] / EP_LINUX).write_bytes(b"\x7fELF")
+    assert _search(places, windows=False).source == "in the working folder"
+
+
+@pytest.mark.parametrize("windows", [True, False], ids=["windows", "linux"])
+def test_the_variable_names_the_library_and_is_not_looked_past(places, tmp_path, windows):
+    name = EP_WINDOWS if windows else EP_LINUX
+    (places["genai"] / name).write_bytes(b"x")
+    (places["cwd"] / name).write_bytes(b"x")
+    named = tmp_path / "ryzen_ai" / name
+    named.parent.mkdir()
+    named.write_bytes(b"x")
+    ep = _search(places, windows=windows, environ={ENV_EP_PATH: str(named)})
+    assert (ep.path, ep.source) == (named, ENV_EP_PATH)
+    missing = _search(places, windows=windows, environ={ENV_EP_PATH: str(tmp_path / "gone" / name)})
+    assert not missing.found  # the runtime uses the named path as it is: a library elsewhere does not help
+    assert missing.problem == f"{ENV_EP_PATH} is {tmp_path / 'gone' / name}, which does not exist; set it to the full path of {name}"
+    folder = _search(places, windows=windows, environ={ENV_EP_PATH: str(named.parent)})
+    assert f"a folder; it must name the library file itself ({named} is there: set it to that)" in folder.problem
+
+
+def test_windows_puts_the_genai_folder_on_the_dll_search_path_once(monkeypatch):
+    added: list[str] = []
+    monkeypatch.setattr(os, "add_dll_directory", added.append, raising=False)
+    monkeypatch.setattr(runtime_module, "_DLL_DIRECTORIES", {})
+    environ = {"PATH": r"C:\Windows\system32"}
+    genai = str(Path(md.distribution("onnxruntime-genai").locate_file("onnxruntime_genai")))
+    for _ in range(2):
+        ep = prepare_ryzenai_runtime(windows=True, environ=environ)
+    assert added == [genai]
+    assert environ["PATH"] == genai + os.pathsep + r"C:\Windows\system32"
+    assert ep.searched[0] == ("next to onnxruntime-genai", Path(genai) / EP_WINDOWS)
+    assert ep.missing_dlls == ("libutf8_validity.dll", "abseil_dll.dll")  # the CPU wheel ships neither
+
+
+def test_linux_changes_no_search_path(monkeypatch):
+    monkeypatch.setattr(os, "add_dll_directory", lambda p: pytest.fail("no DLL directories on Linux"), raising=False)
+    environ = {"PATH": "/usr/bin"}
+    ep = prepare_ryzenai_runtime(windows=False, environ=environ)
+    assert environ == {"PATH": "/usr/bin"} and ep.filename == EP_LINUX
+
+
+class StandInRuntime:
+    """An onnxruntime_genai whose model load fails with the text AMD's build gives on a laptop."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def Config(self, path: str) -> SimpleNamespace:  # noqa: N802 - the runtime's name
+        return SimpleNamespace(clear_providers=lambda: None, append_provider=lambda name: None, overlay=lambda j: None)
+
+    def Model(self, config: object) -> None:  # noqa: N802
+        raise RuntimeError(self.text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "No RyzenAI devices detected",
+            ["sees no NPU device", "NPU Compute Accelerator Device", "xrt-smi examine", "ryzenai-llm doctor"],
+        ),
+        (
+            'LoadLibrary failed with error 126 "" when trying to load "C:\\ryzen\\onnxruntime_providers_ryzenai.dll"',
+            ["was found but could not be loaded (Windows error 126: the DLL or one it depends on was not found)",
+             "conda activate ryzen-ai-1.8.0"],
+        ),
+        (
+            "Unknown provider name 'RyzenAI'",
+            ["has no RyzenAI execution provider (a public build, not AMD's Ryzen AI build)", "conda activate"],
+        ),
+    ],
+    ids=["no-device", "dll-126", "no-ep-in-build"],
+)
+def test_runtime_failures_name_their_cause(installed, monkeypatch, tmp_path, text, expected):
+    installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    library = tmp_path / EP_LINUX
+    library.write_bytes(b"\x7fELF")
+    monkeypatch.setenv(ENV_EP_PATH, str(library))  # found: what fails is loading it, or what it finds
+    monkeypatch.setattr(runtime_module, "_oga", StandInRuntime(text))
+    with pytest.raises(RuntimeNotAvailableError) as err:
+        _load(LLAMA_NPU)
+    message = str(err.value)
+    assert message.startswith("loading Llama-3.2-1B_rai_1.8.0_npu_4K on the NPU failed: ")
+    assert all(part in message for part in expected), message
+    assert "does not have" not in message  # the old answer to all three: "the build lacks the provider"
+    assert str(err.value.__cause__) == text
+
+
+def test_the_worker_looks_for_the_ep_library_where_it_loads_the_model(tmp_path, monkeypatch):
+    """A stand-in Ryzen AI build for the worker process too: its dist-info on the worker's path."""
+    site = tmp_path / "site"
+    info = site / "onnxruntime_genai_ryzenai-0.14.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: onnxruntime-genai-ryzenai\nVersion: 0.14.0\n")
+    nowhere = tmp_path / "nowhere" / EP_LINUX
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv(ENV_EP_PATH, str(nowhere))
+    engine = Engine(SessionKey(str(LLAMA_NPU)), "process")
+    try:
+        with pytest.raises(RuntimeNotAvailableError) as err:
+            engine.load()
+    finally:
+        engine.close()
+    assert f"the Ryzen AI EP library cannot be loaded: {ENV_EP_PATH} is {nowhere}, which does not exist" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- partial downloads
+def test_a_package_without_cache_is_refused_before_the_native_loader(installed, copy_package):
+    installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    folder = copy_package(LLAMA_NPU)
+    shutil.rmtree(folder / "cache")
+    assert ModelPackage.open(folder).missing_files == ("cache/",)
+    with pytest.raises(ModelPackageError) as err:
+        _load(folder)
+    assert f"Llama-3.2-1B_rai_1.8.0_npu_4K is incomplete: cache/ is missing from {folder}" in str(err.value)
+    assert err.value.__cause__ is None  # onnxruntime-genai was not asked
+    assert _load(folder, "cpu").loaded  # the CPU runs the plain graph without it
+
+
+def test_a_missing_state_file_is_named_and_compiled_at_load(installed, copy_package, caplog, monkeypatch):
+    installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    folder = copy_package(LLAMA_NPU)
+    state = f"dd_metastate_Llm_Prefill_{NODE}.state"
+    (folder / state).unlink()
+    assert ModelPackage.open(folder).missing_files == (state,)
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core"), pytest.raises(RuntimeNotAvailableError):
+        _load(folder)  # the load goes on to the runtime (which has no EP here)
+    assert any(f"{state} is missing" in r.getMessage() and "compiles it at load time" in r.getMessage() for r in caplog.records)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only folder
+    with pytest.raises(ModelPackageError, match=rf"{state} is missing from .*, which is read-only"):
+        _load(folder)
