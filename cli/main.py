@@ -7,6 +7,7 @@
     ryzenai-llm pull  REPO_ID [--revision REV]
     ryzenai-llm list  [FOLDER ...]
     ryzenai-llm --version
+    ryzenai-llm doctor [PATH] [--json]
 
 PATH is a model folder, an embedded model's name or a Hugging Face repository id; without
 it, the embedded default model is used.
@@ -33,7 +34,7 @@ from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 from ryzenai_core.package import ModelPackage
 from ryzenai_core.runtime import ENV_RELEASE, runtime_info
 
-from . import bench, chat, demo, listing, pull
+from . import bench, chat, demo, doctor, listing, pull
 
 __all__ = ["main", "show_info"]
 
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     pull.add_parser(sub)
     listing.add_parser(sub)
+    doctor.add_parser(sub)
     return parser
 
 
