@@ -184,3 +184,16 @@ def test_failed_download_is_a_clear_error(hf_cache, empty_hub, monkeypatch, caps
     assert main(["info", "amd/No-Such-Model"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: could not download amd/No-Such-Model") and "Traceback" not in err
+
+
+def test_the_hubs_own_offline_refusal_ends_in_one_full_stop(hf_cache, monkeypatch):
+    """huggingface_hub offline (its constant) while ours is not: its sentence, then ours, one full stop between."""
+    import huggingface_hub.constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelNotFoundError) as info:
+        resolve_model("amd/Not-Cached", cache_dir=hf_cache)
+    message = str(info.value)
+    assert "outgoing traffic has been disabled" in message and ".." not in message
+    assert "set 'HF_HUB_OFFLINE=0' as environment variable. Check the repository id" in message
