@@ -210,7 +210,16 @@ def _check_ep(report: Report) -> EpSearch:
         "searched": [[place, str(path)] for place, path in ep.searched],
         "missing_dlls": list(ep.missing_dlls),
     }
-    needed = runtime_info().ryzenai
+    info = runtime_info()
+    if info.ryzenai and not _searches_for_the_ep(info.version):
+        report.add(
+            "Ryzen AI EP library",
+            "skip",
+            f"{info.distribution} {info.version} is older than onnxruntime-genai 0.12, whose RyzenAI code looks for "
+            f"the EP library; how this build finds its provider is not checked here. ({ep.describe()})",
+        )
+        return ep
+    needed = info.ryzenai
     if ep.found:
         if ep.missing_dlls:
             report.add(
@@ -226,6 +235,12 @@ def _check_ep(report: Report) -> EpSearch:
     else:
         report.add("Ryzen AI EP library", "skip", f"only AMD's build loads it; {ep.describe()}")
     return ep
+
+
+def _searches_for_the_ep(version: str | None) -> bool:
+    """Whether an onnxruntime-genai version has the RyzenAI code that looks for the EP library (0.12 on)."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return m is not None and (int(m.group(1)), int(m.group(2))) >= (0, 12)
 
 
 def npu_devices_linux(sysfs: Path = Path("/sys/bus/pci/devices")) -> list[dict[str, Any]]:

@@ -59,6 +59,13 @@ def test_a_ryzenai_build_without_ep_or_npu_fails(capsys, monkeypatch):
     assert found["Ryzen AI EP library"][0] == "fail" and found["NPU device"][0] == "fail"
 
 
+def test_a_runtime_older_than_the_ep_search_is_not_asked_for_the_library(capsys, monkeypatch):
+    monkeypatch.setattr(doctor, "runtime_info", lambda: RuntimeInfo("onnxruntime-genai-ryzenai", "0.11.2", True, "1.7"))
+    _, out = doctor_json(capsys)
+    status, detail = checks(out)["Ryzen AI EP library"]
+    assert status == "skip" and "older than onnxruntime-genai 0.12" in detail
+
+
 def test_the_embedded_model_loads_generates_and_reuses_exactly(capsys):
     code, out = doctor_json(capsys, "tiny-qa-llama")
     found = checks(out)
