@@ -434,7 +434,7 @@ class ModelPackage:
             ModelPackageError: ``cache/`` or a blueprint is missing, or a state file is missing
                 and the folder is not writable.
         """
-        cache = [m for m in self.missing_files if m.startswith("cache/")]
+        cache = [m for m in self.missing_files if m.startswith(("cache/", ".cache/"))]
         if cache:
             raise ModelPackageError(
                 f"{self.name} is incomplete: {', '.join(cache)} is missing from {self.path}, and AMD's loader "

@@ -54,7 +54,6 @@ __all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "time
 log = logging.getLogger(__name__)
 
 
-
 class FifoLock:
     """A lock that serves waiters strictly in arrival order."""
 

@@ -371,6 +371,17 @@ def test_a_partial_download_names_the_missing_npu_file(copy_package, capsys, rep
     assert rows == [f"missing files     {', '.join(missing)} (a partial download: download it again)"]
 
 
+def test_a_dot_cache_folder_counts_and_its_blueprints_are_checked(copy_package):
+    folder = copy_package(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K")
+    (folder / "cache").rename(folder / ".cache")
+    assert ModelPackage.open(folder).missing_files == ()
+    (folder / ".cache" / f"{NODE}_meta.json").unlink()
+    pkg = ModelPackage.open(folder)
+    assert pkg.missing_files == (f".cache/{NODE}_meta.json",)
+    with pytest.raises(ModelPackageError, match=rf"\.cache/{NODE}_meta.json is missing"):
+        pkg.check_npu_files()
+
+
 @pytest.mark.parametrize("replica", sorted(p.name for p in REPLICAS.iterdir()))
 def test_complete_replicas_miss_nothing(replica):
     assert ModelPackage.open(REPLICAS / replica).missing_files == ()
