@@ -162,6 +162,8 @@ def load_problem(package: ModelPackage, provider: str | None = None) -> RyzenAIE
         )
     try:
         package.check_loadable()
+        if package.is_ryzenai and provider is None:
+            package.check_npu_files()  # what AMD's native loader reads: cache/, the state files
     except ModelPackageError as exc:
         return exc
     return None

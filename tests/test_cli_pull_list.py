@@ -25,12 +25,6 @@ PLAIN_REPO = "ryzenai-llm/tiny-llama"
 EMBED_REPO = "ryzenai-llm/tiny-bert-st"
 MISSING_REPO = "amd/Qwen3-4B_rai_1.8.0_npu_4K"
 TINY_BERT = FIXTURES / "embeddings" / "tiny-bert-st"
-SNAPSHOT_OF_LINKS = pytest.mark.xfail(
-    raises=AssertionError,
-    reason="ModelPackage.open refuses a cache snapshot: its files are links into ../../blobs/, which resolve "
-    "outside the snapshot folder (UnsafePathError), and it names the package by the revision hash; these "
-    "tests pass once the package accepts snapshot links (remove the mark then)",
-)
 
 
 def run(capsys, *argv):
@@ -87,7 +81,6 @@ def test_the_cache_is_what_huggingface_hub_reads(cache):
 
 
 # ---------------------------------------------------------------------- pull
-@SNAPSHOT_OF_LINKS
 def test_pull_of_a_cached_repository_works_offline(cache, offline, capsys):
     code, out, err = run(capsys, "pull", NPU_REPO, "--cache-dir", str(cache))
     assert code == 0, err
@@ -98,7 +91,6 @@ def test_pull_of_a_cached_repository_works_offline(cache, offline, capsys):
     assert "no: " in verdict and "Ryzen AI build" in verdict  # this machine has the CPU build
 
 
-@SNAPSHOT_OF_LINKS
 def test_pull_shows_whether_a_plain_model_loads_here(cache, offline, capsys):
     code, out, err = run(capsys, "pull", PLAIN_REPO, "--cache-dir", str(cache), "--json")
     assert code == 0, err
@@ -131,7 +123,6 @@ def test_pull_takes_repository_ids_only(given):
 
 
 # ---------------------------------------------------------------------- list
-@SNAPSHOT_OF_LINKS
 def test_list_shows_the_cached_packages(cache, offline, capsys):
     code, out, err = run(capsys, "list", "--cache-dir", str(cache))
     assert code == 0, err
