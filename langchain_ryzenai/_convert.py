@@ -35,30 +35,38 @@ def _blocks(
 ) -> tuple[str | list[dict[str, Any]], str, list[ToolCall]]:
     """LangChain content to core content: ``(text or parts, reasoning, tool calls from blocks)``.
 
-    Text blocks are joined into one string (templates expect string content); image blocks
-    become core image parts (the core says whether the package can see them); reasoning and
-    tool-call blocks of assistant turns are split out.
+    Without images, the text blocks are joined into one string (templates expect string
+    content). With images, the content is a list of parts in the user's order: each run of
+    text blocks joined into one text part, each image block a core image part (the core reads
+    every image form and says whether the package can see them). Reasoning and tool-call
+    blocks of assistant turns are split out.
 
     Raises:
         InvalidRequestError: a content block this library cannot send to a text model.
     """
     if isinstance(content, str):
         return content, "", []
-    texts: list[str] = []
-    images: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     reasoning: list[str] = []
     calls: list[ToolCall] = []
+
+    def add_text(text: str) -> None:
+        if parts and parts[-1]["type"] == "text":
+            parts[-1]["text"] += text
+        else:
+            parts.append({"type": "text", "text": text})
+
     for block in content:
         if isinstance(block, str):
-            texts.append(block)
+            add_text(block)
             continue
         if not isinstance(block, dict):
             raise InvalidRequestError(f"content block {block!r} of a {role} message is neither a string nor a dict")
         kind = block.get("type")
         if kind == "text":
-            texts.append(str(block.get("text", "")))
+            add_text(str(block.get("text", "")))
         elif kind in _IMAGE_BLOCKS:
-            images.append({**block, "type": kind})
+            parts.append({**block, "type": kind})
         elif kind in _REASONING_BLOCKS and role == "assistant":
             text = block.get(_REASONING_BLOCKS[kind])
             if isinstance(text, str):
@@ -76,11 +84,9 @@ def _blocks(
                 f"a {role} message has a content block of type {kind!r}; ChatRyzenAI sends text (and images "
                 f"to packages with a vision model), not {what}. Send the content as text."
             )
-    text = "".join(texts)
-    if images:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-        return parts + images, "\n".join(reasoning), calls
-    return text, "\n".join(reasoning), calls
+    if any(p["type"] != "text" for p in parts):
+        return [p for p in parts if p["type"] != "text" or p["text"]], "\n".join(reasoning), calls
+    return "".join(p["text"] for p in parts), "\n".join(reasoning), calls
 
 
 def to_core_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:

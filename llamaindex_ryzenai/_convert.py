@@ -86,10 +86,12 @@ def _legacy_tool_calls(raw: Any) -> list[ToolCall]:
 def to_core_message(message: ChatMessage) -> CoreMessage:
     """One LlamaIndex message as a core message.
 
-    Text blocks are joined; a :class:`ThinkingBlock` becomes the turn's reasoning; tool calls
-    come from :class:`ToolCallBlock` s or from ``additional_kwargs['tool_calls']``; a tool
-    turn's call id from ``additional_kwargs['tool_call_id']``. Images are passed on as image
-    parts (the core says whether the package can see them).
+    Text blocks are joined by newlines (as ``ChatMessage.content`` joins them); a
+    :class:`ThinkingBlock` becomes the turn's reasoning; tool calls come from
+    :class:`ToolCallBlock` s or from ``additional_kwargs['tool_calls']``; a tool turn's call id
+    from ``additional_kwargs['tool_call_id']``. With images, the content is a list of parts in
+    the blocks' order: each run of text blocks one text part, each image an image part (the
+    core says whether the package can see them).
 
     Raises:
         InvalidRequestError: an unknown role, or audio, video or document blocks.
@@ -104,7 +106,10 @@ def to_core_message(message: ChatMessage) -> CoreMessage:
     for block in message.blocks:
         if isinstance(block, TextBlock):
             texts.append(block.text)
-            parts.append({"type": "text", "text": block.text})
+            if parts and parts[-1]["type"] == "text":
+                parts[-1]["text"] += "\n" + block.text
+            else:
+                parts.append({"type": "text", "text": block.text})
         elif isinstance(block, ThinkingBlock):
             if block.content:
                 reasoning.append(block.content)

@@ -1,0 +1,170 @@
+"""Message content of both faces as the runtime receives it: text and images in the user's order.
+
+The checks read what reaches onnxruntime-genai's multimodal processor (the prompt text and the
+images, in order), so they hold whatever a random-weight model answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import Any
+
+import onnxruntime_genai as og
+import pytest
+from PIL import Image
+
+from conftest import MODELS
+from ryzenai_core.session import Session
+
+VISION = MODELS / "tiny-gemma3-vision"
+COLOURS = {"red": (255, 0, 0), "blue": (0, 0, 255), "green": (0, 128, 0)}
+#: text, image, text, image, text, as Gemma 3's template renders it.
+INTERLEAVED = (
+    "<bos><start_of_turn>user\nFirst picture:<start_of_image>Second picture:<start_of_image>"
+    "Which one is red?<end_of_turn>\n<start_of_turn>model\n"
+)
+
+
+def png(colour: str, size: tuple[int, int] = (64, 48)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, colour).save(out, format="PNG")
+    return out.getvalue()
+
+
+def b64(colour: str) -> str:
+    return base64.b64encode(png(colour)).decode()
+
+
+def colour_name(data: bytes) -> str:
+    with Image.open(io.BytesIO(data)) as im:
+        pixel = im.convert("RGB").getpixel((0, 0))
+    return next(name for name, rgb in COLOURS.items() if rgb == pixel)
+
+
+class Runtime:
+    """What reached the runtime's multimodal processor: each call's prompt and its images' bytes."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, list[bytes]]] = []
+        self._opened: list[bytes] = []
+
+    @property
+    def calls(self) -> list[tuple[str, list[str]]]:
+        """Each call's prompt and the colours of its images, in order."""
+        return [(prompt, [colour_name(d) for d in data]) for prompt, data in self.received]
+
+    def open_bytes(self, original: Any) -> Any:
+        def spy(*data: bytes) -> Any:
+            self._opened = list(data)
+            return original(*data)
+
+        return staticmethod(spy)
+
+    def processor(self, original: Any) -> Any:
+        runtime = self
+
+        class Spy:
+            def __init__(self, real: Any) -> None:
+                self.real = real
+
+            def __call__(self, prompt: str, images: Any = None) -> Any:
+                runtime.received.append((prompt, runtime._opened))
+                return self.real(prompt, images=images)
+
+        def wrapped(session: Session) -> Any:
+            return Spy(original(session))
+
+        return wrapped
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Runtime:
+    spy = Runtime()
+    monkeypatch.setattr(og.Images, "open_bytes", spy.open_bytes(og.Images.open_bytes))
+    monkeypatch.setattr(Session, "_processor", spy.processor(Session._processor))
+    return spy
+
+
+def lc_image(form: str, colour: str, tmp_path: Path) -> dict[str, Any]:
+    """One image in each content-block form LangChain users write."""
+    path = tmp_path / f"{colour}.png"
+    path.write_bytes(png(colour))
+    url = f"data:image/png;base64,{b64(colour)}"
+    return {
+        "image_url-dict": {"type": "image_url", "image_url": {"url": url}},
+        "image_url-str": {"type": "image_url", "image_url": url},
+        "image_url-detail": {"type": "image_url", "image_url": {"url": url, "detail": "high"}},
+        "v1-base64": {"type": "image", "base64": b64(colour), "mime_type": "image/png"},
+        "v1-url": {"type": "image", "url": url},
+        "v1-file-url": {"type": "image", "url": path.as_uri(), "mime_type": "image/png"},
+        "v0-base64": {"type": "image", "source_type": "base64", "data": b64(colour), "mime_type": "image/png"},
+        "v0-url": {"type": "image", "source_type": "url", "url": url},
+    }[form]
+
+
+LC_FORMS = [
+    "image_url-dict",
+    "image_url-str",
+    "image_url-detail",
+    "v1-base64",
+    "v1-url",
+    "v1-file-url",
+    "v0-base64",
+    "v0-url",
+]
+
+
+def lc_interleaved(form: str, tmp_path: Path) -> Any:
+    from langchain_core.messages import HumanMessage
+
+    return HumanMessage(
+        content=[
+            {"type": "text", "text": "First picture:"},
+            lc_image(form, "red", tmp_path),
+            {"type": "text", "text": "Second picture:"},
+            lc_image(form, "blue", tmp_path),
+            {"type": "text", "text": "Which one is red?"},
+        ]
+    )
+
+
+def li_interleaved() -> Any:
+    from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
+
+    return ChatMessage(
+        role="user",
+        blocks=[
+            TextBlock(text="First picture:"),
+            ImageBlock(image=png("red")),
+            TextBlock(text="Second picture:"),
+            ImageBlock(image=png("blue")),
+            TextBlock(text="Which one is red?"),
+        ],
+    )
+
+
+@pytest.mark.parametrize("form", LC_FORMS)
+def test_langchain_keeps_the_order_of_text_and_images_in_every_form(
+    form: str, runtime: Runtime, tmp_path: Path
+) -> None:
+    from langchain_ryzenai import ChatRyzenAI
+
+    llm = ChatRyzenAI(model=str(VISION), temperature=0, max_tokens=1, execution="inline")
+    llm.invoke([lc_interleaved(form, tmp_path)])
+    assert runtime.calls == [(INTERLEAVED, ["red", "blue"])]
+
+
+def test_both_faces_send_the_runtime_the_same_prompt_and_images(
+    runtime: Runtime, tmp_path: Path, llamaindex_event_loop
+) -> None:
+    from langchain_ryzenai import ChatRyzenAI
+    from llamaindex_ryzenai import RyzenAILLM
+
+    lc = ChatRyzenAI(model=str(VISION), temperature=0, max_tokens=4, execution="inline")
+    li = RyzenAILLM(model=str(VISION), temperature=0, max_new_tokens=4, execution="inline")
+    lc_answer = lc.invoke([lc_interleaved("v1-base64", tmp_path)]).content
+    li_answer = li.chat([li_interleaved()]).message.content
+    assert runtime.calls[0] == runtime.calls[1] == (INTERLEAVED, ["red", "blue"])
+    assert lc_answer == li_answer
