@@ -40,7 +40,7 @@ from .errors import (
     UnsupportedModelError,
 )
 from .formats import has_tool_calls, parse_tool_calls
-from .images import IMAGE_TYPES, prepare_images
+from .images import IMAGE_TYPES, InputSize, prepare_images, read_input_size
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, check_runtime_settings, resolve_search
 from .package import ModelPackage
@@ -540,12 +540,19 @@ class Session:
         if not any(m.has_images for m in messages):
             return self.encode(prompt), None, "", -1
         og = import_oga()
-        images = prepare_images([(i, m.content) for i, m in enumerate(messages) if m.has_images])
+        images = prepare_images([(i, m.content) for i, m in enumerate(messages) if m.has_images], self._image_size)
         inputs = self._processor()(prompt, images=og.Images.open_bytes(*[img.png for img in images]))
         ids = [int(i) for i in _as_numpy(inputs["input_ids"]).reshape(-1)]
         soft = self._image_token_ids()
         last = max((n for n, t in enumerate(ids) if t in soft), default=-1)
         return ids, inputs, ",".join(img.digest for img in images), last
+
+    @functools.cached_property
+    def _image_size(self) -> InputSize | None:
+        """The size the package's image pipeline resizes to: larger images are scaled down before encoding."""
+        parts = self.package.vision_parts
+        processor = parts.get("processor") if parts else None
+        return read_input_size(self.package.path / processor) if processor else None
 
     def _image_token_ids(self) -> frozenset[int]:
         if self._image_tokens is None:

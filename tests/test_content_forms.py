@@ -11,11 +11,14 @@ import io
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnxruntime_genai as og
 import pytest
 from PIL import Image
 
 from conftest import MODELS
+from ryzenai_core import ChatMessage, Engine
+from ryzenai_core.options import validated_options
 from ryzenai_core.session import Session
 
 VISION = MODELS / "tiny-gemma3-vision"
@@ -101,6 +104,8 @@ def lc_image(form: str, colour: str, tmp_path: Path) -> dict[str, Any]:
         "v1-file-url": {"type": "image", "url": path.as_uri(), "mime_type": "image/png"},
         "v0-base64": {"type": "image", "source_type": "base64", "data": b64(colour), "mime_type": "image/png"},
         "v0-url": {"type": "image", "source_type": "url", "url": url},
+        "anthropic-base64": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(colour)}},
+        "anthropic-url": {"type": "image", "source": {"type": "url", "url": url}},
     }[form]
 
 
@@ -113,6 +118,8 @@ LC_FORMS = [
     "v1-file-url",
     "v0-base64",
     "v0-url",
+    "anthropic-base64",
+    "anthropic-url",
 ]
 
 
@@ -168,3 +175,34 @@ def test_both_faces_send_the_runtime_the_same_prompt_and_images(
     li_answer = li.chat([li_interleaved()]).message.content
     assert runtime.calls[0] == runtime.calls[1] == (INTERLEAVED, ["red", "blue"])
     assert lc_answer == li_answer
+
+
+# ---------------------------------------------------------------- images larger than the model's input
+def noise(size: tuple[int, int]) -> bytes:
+    pixels = np.random.default_rng(sum(size)).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="PNG", compress_level=1)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("size", [(1400, 1000), (2000, 300)])
+def test_a_large_image_reaches_the_runtime_at_the_input_size_with_the_pixels_it_would_compute(
+    size: tuple[int, int], runtime: Runtime
+) -> None:
+    """Scaled down on the host with the runtime's own resampling: the pixel values are the same."""
+    engine = Engine.get(VISION, execution="inline")
+    data = noise(size)
+    message = ChatMessage("user", [{"type": "image", "image": data}, {"type": "text", "text": "?"}])
+    out = engine.generate([message], validated_options(max_new_tokens=4, temperature=0))
+    ((prompt, (sent,)),) = runtime.received
+    with Image.open(io.BytesIO(sent)) as im:
+        assert im.size == (min(size[0], 896), min(size[1], 896))
+    processor = og.Model(str(VISION)).create_multimodal_processor()
+
+    def pixels(image: bytes) -> np.ndarray:
+        return processor(prompt, images=og.Images.open_bytes(image))["pixel_values"].as_numpy().copy()
+
+    assert np.array_equal(pixels(sent), pixels(data))
+    assert out.usage.prompt_tokens == engine.count_tokens(
+        [ChatMessage("user", [{"type": "image", "image": sent}, {"type": "text", "text": "?"}])]
+    )

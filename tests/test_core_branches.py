@@ -389,7 +389,7 @@ def test_image_parts_of_text_content_are_none():
 
 
 def test_an_image_part_without_a_source_says_what_to_send():
-    with pytest.raises(InvalidRequestError, match=r"image 1 has no image: give bytes, .* \(got NoneType\)"):
+    with pytest.raises(InvalidRequestError, match=r"image 1 is an image part of a form .* \(keys 'type'\); send one of"):
         prepare_image({"type": "image"}, "image 1")
 
 

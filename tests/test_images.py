@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import base64
+import copy
 import io
 from pathlib import Path
 
+import numpy as np
 import pytest
-from PIL import Image
+from PIL import ExifTags, Image
 
-from ryzenai_core import InvalidRequestError
-from ryzenai_core.images import prepare_image, prepare_images
+from ryzenai_core import InvalidRequestError, images
+from ryzenai_core.images import InputSize, input_size, prepare_image, prepare_images
 
 
 def picture(mode: str = "RGB", size: tuple[int, int] = (40, 30), fmt: str = "PNG") -> bytes:
-    img = Image.new("RGB", size)
-    for x in range(size[0]):
-        for y in range(size[1]):
-            img.putpixel((x, y), ((x * 7) % 256, (y * 11) % 256, (x * y) % 256))
+    x, y = np.meshgrid(np.arange(size[0]), np.arange(size[1]))
+    img = Image.fromarray(np.stack([(x * 7) % 256, (y * 11) % 256, (x * y) % 256], axis=-1).astype(np.uint8))
     if mode != "RGB":
         img = img.convert(mode)
     out = io.BytesIO()
@@ -42,6 +42,9 @@ def test_every_form_of_the_same_image_gives_the_same_pixels(tmp_path: Path) -> N
         {"type": "image", "data": data},
         {"type": "image", "base64": base64.b64encode(data).decode(), "mime_type": "image/png"},
         {"type": "image", "source_type": "base64", "data": base64.b64encode(data).decode(), "mime_type": "image/png"},
+        # base64 wrapped at 76 columns, as `base64 cat.png` and base64.encodebytes write it
+        {"type": "image", "base64": base64.encodebytes(data).decode(), "mime_type": "image/png"},
+        {"type": "image", "image": "data:image/png;base64," + base64.encodebytes(data).decode()},
     ]
     digests = {prepare_image(f).digest for f in forms}
     assert len(digests) == 1
@@ -109,3 +112,134 @@ def test_two_images_in_one_message_are_labelled_by_position() -> None:
 def test_a_provider_file_id_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match=r"file id \('file-abc'\) of a provider's file store"):
         prepare_image({"type": "image", "file_id": "file-abc"})
+
+
+# ---------------------------------------------------------------- forms of other providers
+def test_anthropic_image_blocks_are_read(tmp_path: Path) -> None:
+    data = picture()
+    path = tmp_path / "cat.png"
+    path.write_bytes(data)
+    encoded = base64.b64encode(data).decode()
+    forms = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": encoded}},
+        {"type": "image", "source": {"type": "url", "url": "data:image/png;base64," + encoded}},
+        {"type": "image", "source": {"type": "url", "url": path.as_uri()}},
+    ]
+    assert {prepare_image(f).digest for f in forms} == {prepare_image({"type": "image", "image": data}).digest}
+
+
+@pytest.mark.parametrize(
+    ("part", "fragment"),
+    [
+        ({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}, "web address"),
+        ({"type": "image", "source": {"type": "file", "file_id": "file_01"}}, r"file id \('file_01'\)"),
+        ({"type": "image", "source_type": "id", "id": "file-9"}, r"file id \('file-9'\)"),
+        ({"type": "image", "source": {"type": "base64", "data": "@@@"}}, "base64 data that is not valid"),
+    ],
+)
+def test_other_providers_forms_that_a_local_model_cannot_read_say_why(part: dict, fragment: str) -> None:
+    with pytest.raises(InvalidRequestError, match=fragment):
+        prepare_image(part)
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image"},
+        {"type": "image", "source": {"type": "text", "data": "hello"}},
+        {"type": "image", "source": {"kind": "base64"}},
+        {"type": "image", "img": "cat.png"},
+        {"type": "image", "id": "lc_123"},  # a LangChain block id, not a file id
+        {"type": "image_url", "image_url": {"href": "cat.png"}},
+    ],
+)
+def test_an_unknown_form_is_named_with_the_forms_accepted(part: dict) -> None:
+    with pytest.raises(InvalidRequestError) as info:
+        prepare_images([(2, [part])])
+    message = str(info.value)
+    assert "the image of message #2 is an image part of a form this library does not know" in message
+    assert "'source': {'type': 'base64', 'media_type'" in message and "'image_url': {'url'" in message
+    assert "NoneType" not in message
+
+
+# ---------------------------------------------------------------- the model's input size
+GEMMA3_PROCESSOR = {
+    "processor": {
+        "name": "gemma_3_image_processing",
+        "transforms": [
+            {"operation": {"name": "decode_image", "type": "DecodeImage", "attrs": {"color_space": "RGB"}}},
+            {
+                "operation": {
+                    "name": "resize",
+                    "type": "Resize",
+                    "attrs": {"interpolation": "CUBIC", "width": 896, "height": 896, "keep_aspect_ratio": 0},
+                }
+            },
+            {"operation": {"name": "re-scale", "type": "Rescale"}},
+        ],
+    }
+}
+
+
+def test_the_input_size_is_read_from_the_image_pipeline() -> None:
+    assert input_size(GEMMA3_PROCESSOR) == InputSize(896, 896, "BICUBIC")
+    keeps_aspect = copy.deepcopy(GEMMA3_PROCESSOR)
+    keeps_aspect["processor"]["transforms"][1]["operation"]["attrs"]["keep_aspect_ratio"] = 1
+    no_resize = {"processor": {"transforms": [GEMMA3_PROCESSOR["processor"]["transforms"][0]]}}
+    for config in (keeps_aspect, no_resize, {}, {"processor": {"transforms": "x"}}):
+        assert input_size(config) is None
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"), [((1200, 1000), (896, 896)), ((3000, 200), (896, 200)), ((300, 1200), (300, 896))]
+)
+def test_a_large_image_is_scaled_down_to_the_input_size(size: tuple[int, int], expected: tuple[int, int]) -> None:
+    out = prepare_image({"type": "image", "image": picture(size=size)}, size=InputSize(896, 896))
+    assert out.size == expected
+    assert Image.open(io.BytesIO(out.png)).size == expected
+
+
+def test_a_small_image_is_sent_as_it_is() -> None:
+    data = picture()
+    assert prepare_image({"type": "image", "image": data}, size=InputSize(896, 896)) == prepare_image(
+        {"type": "image", "image": data}
+    )
+
+
+def test_the_digest_is_of_what_the_model_gets() -> None:
+    big = prepare_image({"type": "image", "image": picture(size=(1000, 1000))}, size=InputSize(896, 896))
+    small = Image.open(io.BytesIO(big.png))
+    out = io.BytesIO()
+    small.save(out, format="BMP")
+    assert prepare_image({"type": "image", "image": out.getvalue()}).digest == big.digest
+    # the same pixel bytes in another shape are another image
+    flat = Image.frombytes("RGB", (4, 6), bytes(range(72)))
+    tall = Image.frombytes("RGB", (6, 4), bytes(range(72)))
+    digests = set()
+    for img in (flat, tall):
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        digests.add(prepare_image({"type": "image", "image": buf.getvalue()}).digest)
+    assert len(digests) == 2
+
+
+def test_a_phone_photo_is_turned_upright() -> None:
+    img = Image.new("RGB", (60, 40), (255, 0, 0))
+    img.paste((0, 0, 255), (0, 0, 30, 40))  # left half blue
+    exif = Image.Exif()
+    exif[ExifTags.Base.Orientation] = 6  # the camera was turned: show it rotated 90 degrees clockwise
+    out = io.BytesIO()
+    img.save(out, format="JPEG", exif=exif, quality=95)
+    upright = Image.open(io.BytesIO(prepare_image({"type": "image", "image": out.getvalue()}).png))
+    assert upright.size == (40, 60)
+    top = upright.getpixel((20, 5))
+    assert top[2] > 200 and top[0] < 60  # the blue half is now on top
+
+
+def test_a_jpeg_over_the_pixel_limit_is_decoded_at_a_reduced_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(images, "MAX_IMAGE_PIXELS", 1_000_000)
+    jpeg = {"type": "image", "image": picture(size=(1600, 1200), fmt="JPEG")}  # 1.9 MP
+    assert prepare_image(jpeg).size == (800, 600)  # decoded at 1/2: the first scale under the limit
+    assert prepare_image(jpeg, size=InputSize(224, 224)).size == (224, 224)  # at 1/4: still over the input size
+    with pytest.raises(InvalidRequestError, match="1600x1200 pixels, over the limit of 1,000,000 pixels to decode"):
+        prepare_image({"type": "image", "image": picture(size=(1600, 1200), fmt="PNG")}, size=InputSize(224, 224))
