@@ -98,6 +98,7 @@ SPECIAL_TOKEN_NAMES: tuple[str, ...] = (
 )
 
 _SYSTEM_PROBE = "ryzenai-system-probe-7d1f"
+_IMAGE_PROBE = "ryzenai-image-probe-3c9a"
 
 # Packages (path, template source name, source hash) already told that their format is plain.
 _SAID_PLAIN: set[tuple[str, str, int]] = set()
@@ -590,6 +591,28 @@ class ChatTemplate:
                 return True  # the template fails on any conversation; nothing to blame the role for
             return False
         return _SYSTEM_PROBE in prompt
+
+    @cached_property
+    def renders_system_images(self) -> bool:
+        """True when an image in a system message reaches the prompt.
+
+        Found by rendering a system message of an image and a text (in both orders) before a
+        user message: False when that raises, renders as the text alone (Gemma 3's template
+        keeps only the first text of a system message), or writes the parts out as data (a
+        template that expects string content).
+        """
+        text = {"type": "text", "text": _SYSTEM_PROBE}
+        image = {"type": "image", "image": _IMAGE_PROBE}
+        user = ChatMessage("user", "Hi")
+        try:
+            alone = self.render([ChatMessage("system", [text]), user])
+            for parts in ([image, text], [text, image]):
+                prompt = self.render([ChatMessage("system", parts), user])
+                if prompt == alone or _IMAGE_PROBE in prompt:
+                    return False
+        except ChatTemplateError:
+            return False
+        return True
 
     @property
     def bos_token(self) -> str | None:

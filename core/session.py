@@ -495,16 +495,22 @@ class Session:
         """:meth:`render` with options already resolved."""
         if not messages:
             raise InvalidRequestError("the message list is empty; send at least one user message")
+        template = self.template_for(options)
         for i, m in enumerate(messages):
             if m.has_images and not self.package.has_vision:
                 raise InvalidRequestError(
                     f"message #{i} ({m.role}) has an image, and {self.package.name} has no vision model; "
                     "send text only or use a multimodal package (e.g. Gemma 3)"
                 )
+            if m.has_images and m.role == "system" and not template.renders_system_images:
+                raise InvalidRequestError(
+                    f"message #{i} (system) has an image, and the chat template of {self.package.name} "
+                    f"({template.family}) renders no images in a system message; put the image in the first "
+                    "user message (the system message can keep its text)"
+                )
         check_text(messages)
         extra = options.template_vars
         tools = normalize_tools(list(options.tools)) if options.tools else None
-        template = self.template_for(options)
         tool_turns = [i for i, m in enumerate(messages) if m.role == "tool" or m.tool_calls]
         if (tools or tool_turns) and not template.supports_tools:
             what = f"{len(tools)} tool(s)" if tools else f"a tool call or result (message #{tool_turns[0]})"

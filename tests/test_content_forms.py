@@ -17,7 +17,8 @@ import pytest
 from PIL import Image
 
 from conftest import MODELS
-from ryzenai_core import ChatMessage, Engine
+from ryzenai_core import ChatMessage, Engine, InvalidRequestError
+from ryzenai_core.chat_template import ChatTemplate, builtin_template
 from ryzenai_core.options import validated_options
 from ryzenai_core.session import Session
 
@@ -206,3 +207,74 @@ def test_a_large_image_reaches_the_runtime_at_the_input_size_with_the_pixels_it_
     assert out.usage.prompt_tokens == engine.count_tokens(
         [ChatMessage("user", [{"type": "image", "image": sent}, {"type": "text", "text": "?"}])]
     )
+
+
+# ---------------------------------------------------------------- images in a system message
+SYSTEM_IMAGE = (
+    r"message #0 \(system\) has an image, and the chat template of tiny-gemma3-vision \(gemma3\) renders no "
+    r"images in a system message; put the image in the first user message"
+)
+# Gemma 3's template with a system message's parts rendered in order (its own keeps the first text only).
+SYSTEM_PARTS_TEMPLATE = builtin_template("gemma-3-it.jinja").replace(
+    "{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}",
+    "{%- set ns = namespace(prefix='') -%}"
+    "{%- for item in messages[0]['content'] -%}"
+    "{%- if item['type'] == 'image' -%}{%- set ns.prefix = ns.prefix + '<start_of_image>' -%}"
+    "{%- else -%}{%- set ns.prefix = ns.prefix + item['text'] | trim -%}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- set first_user_prefix = ns.prefix + '\n\n' -%}",
+)
+
+
+def lc_system(image_first: bool) -> list[Any]:
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    parts = [{"type": "text", "text": "Compare with:"}, {"type": "image", "base64": b64("red"), "mime_type": "image/png"}]
+    return [SystemMessage(content=parts[::-1] if image_first else parts), HumanMessage(content="What colour?")]
+
+
+def li_system(image_first: bool) -> list[Any]:
+    from llama_index.core.base.llms.types import ChatMessage as LIMessage
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    blocks = [TextBlock(text="Compare with:"), ImageBlock(image=png("red"))]
+    return [
+        LIMessage(role="system", blocks=blocks[::-1] if image_first else blocks),
+        LIMessage(role="user", content="What colour?"),
+    ]
+
+
+@pytest.mark.parametrize("image_first", [False, True], ids=["text-image", "image-text"])
+def test_an_image_in_a_system_message_is_refused_alike_by_both_faces(
+    image_first: bool, runtime: Runtime, llamaindex_event_loop
+) -> None:
+    from langchain_ryzenai import ChatRyzenAI
+    from llamaindex_ryzenai import RyzenAILLM
+
+    lc = ChatRyzenAI(model=str(VISION), max_tokens=4, execution="inline")
+    li = RyzenAILLM(model=str(VISION), max_new_tokens=4, execution="inline")
+    with pytest.raises(InvalidRequestError, match=SYSTEM_IMAGE):
+        lc.invoke(lc_system(image_first))
+    with pytest.raises(InvalidRequestError, match=SYSTEM_IMAGE):
+        li.chat(li_system(image_first))
+    with pytest.raises(InvalidRequestError, match=SYSTEM_IMAGE):
+        lc.get_num_tokens_from_messages(lc_system(image_first))
+    assert runtime.received == []
+
+
+def test_a_template_that_renders_system_images_gets_them_in_place(runtime: Runtime, llamaindex_event_loop) -> None:
+    from langchain_ryzenai import ChatRyzenAI
+    from llamaindex_ryzenai import RyzenAILLM
+
+    assert ChatTemplate(SYSTEM_PARTS_TEMPLATE).renders_system_images
+    lc = ChatRyzenAI(model=str(VISION), max_tokens=4, execution="inline", chat_template=SYSTEM_PARTS_TEMPLATE)
+    li = RyzenAILLM(model=str(VISION), max_new_tokens=4, execution="inline", chat_template=SYSTEM_PARTS_TEMPLATE)
+    lc.invoke(lc_system(False))
+    li.chat(li_system(False))
+    expected = "<bos><start_of_turn>user\nCompare with:<start_of_image>\n\nWhat colour?<end_of_turn>\n<start_of_turn>model\n"
+    assert runtime.calls == [(expected, ["red"])] * 2
+
+
+def test_which_templates_render_system_images() -> None:
+    for name in ("gemma-3-it.jinja", "chatml.jinja", "qwen3.jinja", "llama-3.2-instruct.jinja"):
+        assert not ChatTemplate(builtin_template(name)).renders_system_images, name
