@@ -61,7 +61,7 @@ from .formats import (
     reasoning_markers,
     tool_call_markers,
 )
-from .messages import ChatMessage, normalize_tools
+from .messages import ChatMessage, ToolCall, normalize_tools
 
 if TYPE_CHECKING:
     from .package import ModelPackage
@@ -591,6 +591,32 @@ class ChatTemplate:
                 return True  # the template fails on any conversation; nothing to blame the role for
             return False
         return _SYSTEM_PROBE in prompt
+
+    @cached_property
+    def one_call_per_turn(self) -> bool:
+        """True when the template renders at most one tool call per assistant message.
+
+        Found by rendering an assistant message with two calls and their results: True when
+        that raises while one call renders (Llama 3.2: "only supports single tool-calls at
+        once"), or when the second call is left out of the prompt.
+        """
+        if not self.supports_tools:
+            return False
+        tool = {"name": "probe", "description": "", "parameters": {"type": "object", "properties": {}}}
+
+        def conversation(n: int) -> list[ChatMessage]:
+            calls = [ToolCall("probe", {"probe": f"{_SYSTEM_PROBE}-{i}"}, id=f"call_{i}") for i in range(n)]
+            results = [ChatMessage("tool", "ok", tool_call_id=c.id, name="probe") for c in calls]
+            return [ChatMessage("user", "Hi"), ChatMessage("assistant", "", tool_calls=calls), *results]
+
+        try:
+            return f"{_SYSTEM_PROBE}-1" not in self.render(conversation(2), tools=[tool])
+        except ChatTemplateError:
+            try:
+                self.render(conversation(1), tools=[tool])
+            except ChatTemplateError:
+                return False  # the template fails on any tool call; nothing to blame the count for
+            return True
 
     @cached_property
     def renders_system_images(self) -> bool:

@@ -209,6 +209,11 @@ class GenerationOptions(BaseModel):
     guidance: Guidance | None = Field(None, description="constrain the output to a JSON schema, regex or grammar")
     tools: tuple[dict[str, Any], ...] = Field(default=(), description="tool definitions (OpenAI function format)")
     tool_choice: ToolChoice = Field("auto", description="'auto', 'none', 'required' or the one tool's name")
+    parallel_tool_calls: bool | None = Field(
+        None,
+        description="several tool calls in one answer: True allows them, False keeps the first; None: as many as "
+        "the template renders back (one per answer where it renders one call per assistant turn)",
+    )
     response_format: ResponseFormat | None = Field(None, description="JSON object or JSON schema output")
     chat_template: str | None = Field(None, description="a Jinja chat template (source or file) to use instead")
     template_vars: dict[str, Any] = Field(default_factory=dict, description="extra chat template variables")

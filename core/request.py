@@ -13,7 +13,9 @@ here, once, with the package's template, tokenizer and budget (:func:`resolve`):
 - a grammar decides every token, so a template's thinking block is closed (``enable_thinking``
   False unless the caller chose);
 - constrained output needs a finite budget: ``max_new_tokens`` defaults to the package's
-  bounded output budget.
+  bounded output budget;
+- ``parallel_tool_calls``: None becomes what the template renders back (one call per answer
+  where it renders one call per assistant turn, as Llama 3.2's); True is refused there.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .budget import ContextBudget
 from .chat_template import ChatTemplate
+from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions
 from .structured import json_object_guidance, json_schema_guidance, tool_call_guidance
@@ -68,12 +71,16 @@ def resolve(
 
     Raises:
         InvalidRequestError: a budget too small for the constrained output, a family without a
-            tool-call format, a schema that is not a JSON object schema.
+            tool-call format, a schema that is not a JSON object schema, parallel tool calls
+            asked of a template that renders one call per assistant turn.
     """
+    parallel = _parallel_tool_calls(options, template)
     forced = options.forced_tool
     shaped = options.response_format is not None
     if not forced and not shaped and options.tool_choice == "auto" and options.guidance is None:
-        return options
+        if parallel == options.parallel_tool_calls:
+            return options
+        return options.model_copy(update={"parallel_tool_calls": parallel})
     tools = () if options.tool_choice == "none" else options.tools
     max_new = options.max_new_tokens
     if max_new is None and (forced or shaped):
@@ -104,5 +111,26 @@ def resolve(
             "guidance": guidance,
             "max_new_tokens": max_new,
             "enable_thinking": thinking,
+            "parallel_tool_calls": parallel,
         }
     )
+
+
+def _parallel_tool_calls(options: GenerationOptions, template: ChatTemplate) -> bool | None:
+    """Whether an answer may hold several tool calls (None without tools).
+
+    Raises:
+        InvalidRequestError: True, and the template renders one call per assistant turn.
+    """
+    if not options.tools or options.tool_choice == "none":
+        return options.parallel_tool_calls
+    one = template.one_call_per_turn
+    if options.parallel_tool_calls and one:
+        name = options.called("parallel_tool_calls")
+        raise InvalidRequestError(
+            f"{name}=True asks for several tool calls in one answer, and the {template.family} chat template "
+            "renders one tool call per assistant message, so such an answer could not be sent back in the "
+            f"history; leave {name} out (or set it False): the model then calls one tool per turn and sees "
+            "each result before the next call"
+        )
+    return not one if options.parallel_tool_calls is None else options.parallel_tool_calls

@@ -764,6 +764,7 @@ class Session:
                 else None
             ),
             start_in_reasoning=prep.start_in_reasoning,
+            max_tool_calls=None if options.parallel_tool_calls is not False else 1,
         )
         decoder = self.incremental_decoder()
         plan = prep.plan

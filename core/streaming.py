@@ -13,6 +13,7 @@ in the caller's process and in the worker.
 from __future__ import annotations
 
 import codecs
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,8 @@ from .budget import BudgetPlan
 from .messages import ToolCall
 
 __all__ = ["Chunk", "IncrementalDecoder", "OutputParser", "StopFilter", "Timings", "Usage"]
+
+logger = logging.getLogger(__name__)
 
 FinishReason = str  # "stop" | "length" | "tool_calls" | "cancelled"
 
@@ -234,6 +237,8 @@ class OutputParser:
             an answer that starts with ``{`` is held to the end and parsed.
         parse_tool_calls: ``text -> (content, calls)`` for the family's format.
         start_in_reasoning: the prompt already opened a reasoning block.
+        max_tool_calls: calls kept at most (the first ones; a warning names what was left
+            out); None: every call.
     """
 
     def __init__(
@@ -245,8 +250,10 @@ class OutputParser:
         json_tool_calls: bool = False,
         parse_tool_calls: Callable[[str], tuple[str, list[ToolCall]]] | None = None,
         start_in_reasoning: bool = False,
+        max_tool_calls: int | None = None,
     ) -> None:
         self._stop = StopFilter(stop)
+        self._max_calls = max_tool_calls
         self._reasoning = reasoning_markers
         self._tools = tool_markers if parse_tool_calls else None
         self._json_tools = json_tool_calls and parse_tool_calls is not None
@@ -396,4 +403,14 @@ class OutputParser:
             if not calls and raw:
                 content.append(raw)
             self._tool_raw = []
+        if self._max_calls is not None and len(self.tool_calls) > self._max_calls:
+            left = self.tool_calls[self._max_calls :]
+            logger.warning(
+                "the model called %d tools in one answer; keeping the first %d (parallel tool calls are off), "
+                "leaving out %s",
+                len(self.tool_calls),
+                self._max_calls,
+                ", ".join(c.name for c in left),
+            )
+            del self.tool_calls[self._max_calls :]
         return "".join(content), "".join(reasoning)

@@ -33,6 +33,7 @@ CALL_KWARGS = frozenset(
         "model_kwargs",
         "model_name",
         "overflow",
+        "parallel_tool_calls",
         "reasoning",
         "repetition_penalty",
         "response_format",

@@ -424,6 +424,7 @@ class ChatRyzenAI(BaseChatModel):
             "template_vars": kwargs.get("model_kwargs") or {},
             "tools": [convert_to_openai_tool(t) for t in kwargs.get("tools") or []],
             "tool_choice": kwargs.get("tool_choice"),
+            "parallel_tool_calls": kwargs.get("parallel_tool_calls"),
             "response_format": kwargs.get("response_format"),
             "guidance": kwargs.get("guidance"),
             "option_names": OPTION_NAMES,
@@ -536,6 +537,7 @@ class ChatRyzenAI(BaseChatModel):
         *,
         tool_choice: ToolChoice = None,
         strict: bool | None = None,
+        parallel_tool_calls: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools; the package's template renders them in its family's format.
@@ -547,15 +549,21 @@ class ChatRyzenAI(BaseChatModel):
                 ``{"type": "function", "function": {"name": ...}}``: it must call that one;
                 ``"none"``: tools are not sent.
             strict: passed to ``convert_to_openai_tool`` (forced calls always match the schema).
+            parallel_tool_calls: False: an answer holds one tool call at most (the first);
+                True: several, refused (when called) where the template renders one call per
+                assistant message (Llama 3.2); None: as many as the template renders back.
             **kwargs: more call options (see :data:`CALL_KWARGS`).
 
         Raises:
             InvalidRequestError: ``tool_choice`` names a tool that is not bound.
         """
         formatted = [convert_to_openai_tool(t, strict=strict) for t in tools]
-        validated_options(tools=formatted, tool_choice=tool_choice)  # a name that is not bound fails here
+        # a tool name that is not bound, or a parallel_tool_calls that is not a bool, fails here
+        validated_options(tools=formatted, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls)
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
+        if parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = parallel_tool_calls
         return super().bind(tools=formatted, **kwargs)
 
     def with_structured_output(

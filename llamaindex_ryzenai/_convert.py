@@ -155,19 +155,6 @@ def tool_selections(message: ChatMessage) -> list[ToolSelection]:
     ]
 
 
-def keep_first_tool_call(message: ChatMessage) -> ChatMessage:
-    """A copy of ``message`` with at most one tool call (``allow_parallel_tool_calls=False``)."""
-    blocks = []
-    seen = False
-    for block in message.blocks:
-        if isinstance(block, ToolCallBlock):
-            if seen:
-                continue
-            seen = True
-        blocks.append(block)
-    return message.model_copy(update={"blocks": blocks})
-
-
 class _Fold:
     """Folds core chunks into LlamaIndex chat responses, one per chunk with news."""
 

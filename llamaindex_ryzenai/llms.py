@@ -61,7 +61,6 @@ from ryzenai_core.request import Request
 from ._convert import (
     _Fold,
     completion_messages,
-    keep_first_tool_call,
     to_completion,
     to_core_messages,
     tool_selections,
@@ -105,7 +104,15 @@ _OPTION_KWARGS = frozenset(
         "overflow",
     }
 )
-_CALL_KWARGS = _OPTION_KWARGS | {"max_tokens", "tools", "tool_choice", "template_vars", "chat_template", "timeout"}
+_CALL_KWARGS = _OPTION_KWARGS | {
+    "max_tokens",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "template_vars",
+    "chat_template",
+    "timeout",
+}
 #: Private attributes that belong to the model package, shared by copies (never copied).
 _SHARED_PRIVATE = ("_engine", "_tokenizer")
 
@@ -581,6 +588,11 @@ class RyzenAILLM(StructuredOutput):
         ``tool_choice`` may be ``"auto"``, ``"none"``, ``"required"``, a tool name or
         ``{"type": "function", "function": {"name": ...}}``; a forced call is generated under a
         grammar in the model family's own tool-call format.
+
+        ``allow_parallel_tool_calls=False`` keeps the first call of an answer (streamed or not);
+        True lets an answer hold as many calls as the template renders back in the history:
+        one where it renders one call per assistant turn (Llama 3.2), so an agent's next turn
+        always renders.
         """
         messages = list(chat_history or [])
         if user_msg is not None:
@@ -589,19 +601,8 @@ class RyzenAILLM(StructuredOutput):
             )
         if tool_choice is None and tool_required:
             tool_choice = "required"
+        kwargs.setdefault("parallel_tool_calls", None if allow_parallel_tool_calls else False)
         return {"messages": messages, "tools": [tool_spec(t) for t in tools], "tool_choice": tool_choice, **kwargs}
-
-    def _validate_chat_with_tools_response(
-        self,
-        response: ChatResponse,
-        tools: Sequence[Any],
-        allow_parallel_tool_calls: bool = False,
-        **kwargs: Any,
-    ) -> ChatResponse:
-        """Keep only the first tool call unless parallel calls are allowed."""
-        if not allow_parallel_tool_calls:
-            response.message = keep_first_tool_call(response.message)
-        return response
 
     def get_tool_calls_from_response(
         self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
