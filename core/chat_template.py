@@ -441,6 +441,7 @@ class ChatTemplate:
         if not isinstance(source, str) or not source.strip():
             raise ChatTemplateError(f"{self._label} is empty; pass the model's Jinja chat template")
         self.source = source
+        self._renders_images: dict[str, bool] = {}
         self.special_tokens: dict[str, str] = {}
         for key, value in (special_tokens or {}).items():
             text = _token_text(value)
@@ -618,22 +619,35 @@ class ChatTemplate:
                 return False  # the template fails on any tool call; nothing to blame the count for
             return True
 
-    @cached_property
-    def renders_system_images(self) -> bool:
-        """True when an image in a system message reaches the prompt.
+    def renders_images(self, role: str = "user") -> bool:
+        """True when an image in a message of ``role`` (system, user or assistant) reaches the prompt.
 
-        Found by rendering a system message of an image and a text (in both orders) before a
-        user message: False when that raises, renders as the text alone (Gemma 3's template
-        keeps only the first text of a system message), or writes the parts out as data (a
-        template that expects string content).
+        Found once per role by rendering a message of an image and a text (in both orders) in a
+        short conversation: False when that raises, renders as the text alone (Gemma 3's
+        template keeps only the first text of a system message; a text-only template drops
+        image parts), or writes the parts out as data (a template that expects string content).
         """
+        found = self._renders_images.get(role)
+        if found is None:
+            found = self._renders_images[role] = self._probe_images(role)
+        return found
+
+    def _probe_images(self, role: str) -> bool:
         text = {"type": "text", "text": _SYSTEM_PROBE}
         image = {"type": "image", "image": _IMAGE_PROBE}
-        user = ChatMessage("user", "Hi")
+
+        def conversation(parts: list[dict[str, Any]]) -> list[ChatMessage]:
+            message = ChatMessage(role, parts)  # type: ignore[arg-type]  # a role checked by ChatMessage
+            if role == "system":
+                return [message, ChatMessage("user", "Hi")]
+            if role == "assistant":
+                return [ChatMessage("user", "Hi"), message, ChatMessage("user", "And?")]
+            return [message]
+
         try:
-            alone = self.render([ChatMessage("system", [text]), user])
+            alone = self.render(conversation([text]))
             for parts in ([image, text], [text, image]):
-                prompt = self.render([ChatMessage("system", parts), user])
+                prompt = self.render(conversation(parts))
                 if prompt == alone or _IMAGE_PROBE in prompt:
                     return False
         except ChatTemplateError:

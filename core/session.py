@@ -502,11 +502,15 @@ class Session:
                     f"message #{i} ({m.role}) has an image, and {self.package.name} has no vision model; "
                     "send text only or use a multimodal package (e.g. Gemma 3)"
                 )
-            if m.has_images and m.role == "system" and not template.renders_system_images:
+            if m.has_images and m.role != "tool" and not template.renders_images(m.role):
+                fix = (
+                    "put the image in the first user message (the system message can keep its text)"
+                    if m.role == "system"
+                    else "use the package's own template, or one that renders {'type': 'image'} parts"
+                )
                 raise InvalidRequestError(
-                    f"message #{i} (system) has an image, and the chat template of {self.package.name} "
-                    f"({template.family}) renders no images in a system message; put the image in the first "
-                    "user message (the system message can keep its text)"
+                    f"message #{i} ({m.role}) has an image, and the chat template of {self.package.name} "
+                    f"({template.family}) renders no images in a {m.role} message; {fix}"
                 )
         check_text(messages)
         extra = options.template_vars

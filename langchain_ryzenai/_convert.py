@@ -20,8 +20,11 @@ __all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
 PROVIDER = "ryzenai"
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_UNSUPPORTED_BLOCKS = frozenset({"audio", "input_audio", "file", "video", "document", "text-plain", "image_file"})
+_UNSUPPORTED_BLOCKS = frozenset(
+    {"audio", "input_audio", "file", "input_file", "video", "document", "text-plain", "image_file", "media"}
+)
 _IMAGE_BLOCKS = frozenset({"image", "image_url"})
+_TEXT_BLOCKS = frozenset({"text", "input_text"})  # input_text: OpenAI's Responses API
 _REASONING_BLOCKS = {"reasoning": "reasoning", "thinking": "thinking"}
 _TOOL_CALL_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "tool_call_chunk"})
 # Assistant blocks with nothing a local template can render (redacted or another provider's server-side tools).
@@ -63,10 +66,11 @@ def _blocks(
         if not isinstance(block, dict):
             raise InvalidRequestError(f"content block {block!r} of a {role} message is neither a string nor a dict")
         kind = block.get("type")
-        if kind == "text":
+        image = _image_block(block)
+        if kind in _TEXT_BLOCKS:
             add_text(str(block.get("text", "")))
-        elif kind in _IMAGE_BLOCKS:
-            parts.append({**block, "type": kind})
+        elif image is not None:
+            parts.append(image)
         elif kind in _REASONING_BLOCKS and role == "assistant":
             text = block.get(_REASONING_BLOCKS[kind])
             if isinstance(text, str):
@@ -87,6 +91,24 @@ def _blocks(
     if any(p["type"] != "text" for p in parts):
         return [p for p in parts if p["type"] != "text" or p["text"]], "\n".join(reasoning), calls
     return "".join(p["text"] for p in parts), "\n".join(reasoning), calls
+
+
+def _image_block(block: dict[str, Any]) -> dict[str, Any] | None:
+    """A content block as a core image part, or None when it holds no image.
+
+    LangChain's own forms and OpenAI's ``image_url`` pass as they are (the core reads each);
+    OpenAI Responses' ``input_image`` and Google's ``media`` blocks of an ``image/*`` type are
+    renamed to the core's form.
+    """
+    kind = block.get("type")
+    if kind in _IMAGE_BLOCKS:
+        return {**block, "type": kind}
+    if kind == "input_image":
+        url = block.get("image_url")
+        return {"type": "image", "url": url} if url is not None else {**block, "type": "image"}
+    if kind == "media" and str(block.get("mime_type", "")).startswith("image/"):
+        return {**block, "type": "image"}
+    return None
 
 
 def to_core_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:

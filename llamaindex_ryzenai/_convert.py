@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.llms.types import (
+    CachePoint,
     ChatMessage,
     ChatResponse,
     CompletionResponse,
@@ -93,6 +94,8 @@ def to_core_message(message: ChatMessage) -> CoreMessage:
     the blocks' order: each run of text blocks one text part, each image an image part (the
     core says whether the package can see them).
 
+    A :class:`CachePoint` (a provider's prompt-cache marker) is skipped.
+
     Raises:
         InvalidRequestError: an unknown role, or audio, video or document blocks.
     """
@@ -119,6 +122,8 @@ def to_core_message(message: ChatMessage) -> CoreMessage:
             )
         elif isinstance(block, ImageBlock):
             parts.append({"type": "image", "image": _image_source(block)})
+        elif isinstance(block, CachePoint):
+            continue  # a provider's prompt-cache marker; the engine reuses a shared prefix by itself
         else:
             raise InvalidRequestError(
                 f"{type(block).__name__} content is not supported by Ryzen AI text models; send text (and tool results)"

@@ -266,7 +266,7 @@ def test_a_template_that_renders_system_images_gets_them_in_place(runtime: Runti
     from langchain_ryzenai import ChatRyzenAI
     from llamaindex_ryzenai import RyzenAILLM
 
-    assert ChatTemplate(SYSTEM_PARTS_TEMPLATE).renders_system_images
+    assert ChatTemplate(SYSTEM_PARTS_TEMPLATE).renders_images("system")
     lc = ChatRyzenAI(model=str(VISION), max_tokens=4, execution="inline", chat_template=SYSTEM_PARTS_TEMPLATE)
     li = RyzenAILLM(model=str(VISION), max_new_tokens=4, execution="inline", chat_template=SYSTEM_PARTS_TEMPLATE)
     lc.invoke(lc_system(False))
@@ -275,6 +275,64 @@ def test_a_template_that_renders_system_images_gets_them_in_place(runtime: Runti
     assert runtime.calls == [(expected, ["red"])] * 2
 
 
-def test_which_templates_render_system_images() -> None:
-    for name in ("gemma-3-it.jinja", "chatml.jinja", "qwen3.jinja", "llama-3.2-instruct.jinja"):
-        assert not ChatTemplate(builtin_template(name)).renders_system_images, name
+def test_which_templates_render_images_in_which_messages() -> None:
+    gemma = ChatTemplate(builtin_template("gemma-3-it.jinja"))
+    assert gemma.renders_images("user") and gemma.renders_images("assistant")
+    assert not gemma.renders_images("system")
+    for name in ("chatml.jinja", "qwen3.jinja", "llama-3.2-instruct.jinja"):
+        for role in ("system", "user", "assistant"):
+            assert not ChatTemplate(builtin_template(name)).renders_images(role), (name, role)
+
+
+def test_a_template_without_images_is_refused_before_the_runtime(runtime: Runtime, tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from langchain_ryzenai import ChatRyzenAI
+
+    llm = ChatRyzenAI(model=str(VISION), max_tokens=2, execution="inline", chat_template=builtin_template("chatml.jinja"))
+    with pytest.raises(InvalidRequestError, match=r"message #0 \(user\) has an image, and the chat template of "
+                       r"tiny-gemma3-vision \(chatml\) renders no images in a user message; use the package's own"):
+        llm.invoke([HumanMessage(content=[lc_image("v1-base64", "red", tmp_path), {"type": "text", "text": "?"}])])
+    assert runtime.received == []
+
+
+# ---------------------------------------------------------------- more forms, long chats
+def test_openai_responses_and_google_image_blocks(runtime: Runtime, tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage
+
+    from langchain_ryzenai import ChatRyzenAI
+
+    llm = ChatRyzenAI(model=str(VISION), temperature=0, max_tokens=1, execution="inline")
+    responses = [
+        {"type": "input_text", "text": "First picture:"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{b64('red')}"},
+        {"type": "input_text", "text": "Second picture:"},
+        {"type": "input_image", "image_url": f"data:image/png;base64,{b64('blue')}", "detail": "auto"},
+        {"type": "input_text", "text": "Which one is red?"},
+    ]
+    google = [
+        "First picture:",
+        {"type": "media", "mime_type": "image/png", "data": png("red")},
+        "Second picture:",
+        {"type": "media", "mime_type": "image/png", "data": b64("blue")},
+        "Which one is red?",
+    ]
+    for content in (responses, google):
+        llm.invoke([HumanMessage(content=content)])
+    assert runtime.calls == [(INTERLEAVED, ["red", "blue"])] * 2
+    with pytest.raises(InvalidRequestError, match=r"file id \('file-1'\)"):
+        llm.invoke([HumanMessage(content=[{"type": "input_image", "file_id": "file-1"}, "?"])])
+    with pytest.raises(InvalidRequestError, match="not audio, video, files and documents"):
+        llm.invoke([HumanMessage(content=[{"type": "media", "mime_type": "video/mp4", "data": b"x"}, "?"])])
+
+
+def test_a_llamaindex_cache_point_is_skipped(runtime: Runtime) -> None:
+    from llama_index.core.base.llms.types import CacheControl, CachePoint
+    from llama_index.core.base.llms.types import ChatMessage as LIMessage
+
+    from llamaindex_ryzenai import RyzenAILLM
+
+    llm = RyzenAILLM(model=str(VISION), temperature=0, max_new_tokens=1, execution="inline")
+    blocks = li_interleaved().blocks
+    llm.chat([LIMessage(role="user", blocks=[CachePoint(cache_control=CacheControl(type="ephemeral")), *blocks])])
+    assert runtime.calls == [(INTERLEAVED, ["red", "blue"])]
