@@ -1005,8 +1005,18 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def _turn_end(msgs: list[ChatMessage], i: int) -> int:
-    """End (exclusive) of the turn at ``i``: an assistant's tool calls go with their results."""
+    """End (exclusive) of the turn at ``i``.
+
+    A user message goes with the replies to it (up to the next user message), so what is left
+    still starts with a user turn, as templates that need turns to alternate (Gemma 3's)
+    require; when those replies hold the newest message, which stays, it goes alone. An
+    assistant's tool calls go with their results.
+    """
     end = i + 1
+    if msgs[i].role == "user":
+        while end < len(msgs) and msgs[end].role in ("assistant", "tool"):
+            end += 1
+        return end if end < len(msgs) else i + 1
     if msgs[i].tool_calls:
         while end < len(msgs) and msgs[end].role == "tool":
             end += 1

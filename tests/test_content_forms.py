@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,42 @@ def test_a_llamaindex_cache_point_is_skipped(runtime: Runtime) -> None:
     blocks = li_interleaved().blocks
     llm.chat([LIMessage(role="user", blocks=[CachePoint(cache_control=CacheControl(type="ephemeral")), *blocks])])
     assert runtime.calls == [(INTERLEAVED, ["red", "blue"])]
+
+
+def test_a_long_vision_chat_drops_whole_exchanges_and_their_images(copy_package, llamaindex_event_loop) -> None:
+    """Over the limit with drop_oldest, the oldest question goes with its answer: Gemma 3's template
+    needs the turns to alternate, and the dropped turns' images do not reach the runtime."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from llama_index.core.base.llms.types import ChatMessage as LIMessage
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    from langchain_ryzenai import ChatRyzenAI
+    from langchain_ryzenai._convert import to_core_messages as lc_to_core
+    from llamaindex_ryzenai import RyzenAILLM
+
+    folder = copy_package(VISION, "small-vision")
+    config = json.loads((folder / "genai_config.json").read_text())
+    config["search"]["max_length"] = 700
+    (folder / "genai_config.json").write_text(json.dumps(config))
+    colours = ["red", "blue", "green", "red"]
+    lc_history: list[Any] = [SystemMessage(content="Be brief.")]
+    li_history = [LIMessage(role="system", content="Be brief.")]
+    for n, colour in enumerate(colours):
+        lc_history.append(HumanMessage(content=[{"type": "text", "text": f"Picture {n}:"}, lc_image("v1-base64", colour, folder)]))
+        li_history.append(LIMessage(role="user", blocks=[TextBlock(text=f"Picture {n}:"), ImageBlock(image=png(colour))]))
+        if n < len(colours) - 1:
+            lc_history.append(AIMessage(content=f"Colour {n}."))
+            li_history.append(LIMessage(role="assistant", content=f"Colour {n}."))
+    lc = ChatRyzenAI(model=str(folder), temperature=0, max_tokens=4, execution="inline", overflow="drop_oldest")
+    li = RyzenAILLM(model=str(folder), temperature=0, max_new_tokens=4, execution="inline", overflow="drop_oldest")
+    lc_answer = lc.invoke(lc_history)
+    li_answer = li.chat(li_history)
+    dropped = lc_answer.response_metadata["dropped_messages"]
+    assert dropped == li_answer.additional_kwargs["dropped_messages"] == 4  # two exchanges, with their two images
+    kept = [lc_history[0], *lc_history[1 + dropped :]]
+    assert lc_answer.usage_metadata["input_tokens"] == lc.get_num_tokens_from_messages(kept) <= 700
+    assert li_answer.additional_kwargs["prompt_tokens"] == lc_answer.usage_metadata["input_tokens"]
+    assert lc_answer.content == li_answer.message.content
+    prompt = Engine.get(folder, execution="inline").render(lc_to_core(kept))
+    assert prompt.startswith("<bos><start_of_turn>user\nBe brief.\n\nPicture 2:<start_of_image><end_of_turn>")
+    assert prompt.count("<start_of_image>") == 2
