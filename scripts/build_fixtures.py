@@ -183,12 +183,16 @@ def add_logit_bias(model_dir: Path, ids: list[int], vocab: int) -> None:
 def portable_genai_config(build: Path) -> dict:
     """The builder's genai_config.json, loadable by onnxruntime-genai 0.14 (Ryzen AI 1.8) too.
 
-    Newer builders write model keys 0.14 refuses (``bor_token_id``, ``bot_token_id``, ...): drop them.
+    Newer builders write model keys 0.14 refuses (``bor_token_id``, ``bot_token_id``, ...): drop them;
+    and ``decoder.sliding_window.cache_slack`` when it is 0, the runtime's default.
     """
     gcfg = json.loads((build / "genai_config.json").read_text(encoding="utf-8"))
     known = {"bos_token_id", "context_length", "decoder", "eos_token_id", "pad_token_id", "type", "vocab_size"}
     for key in set(gcfg["model"]) - known:
         gcfg["model"].pop(key)
+    window = gcfg["model"]["decoder"].get("sliding_window", {})
+    if window.get("cache_slack") == 0:
+        del window["cache_slack"]
     return gcfg
 
 
@@ -288,6 +292,90 @@ def build_model(
         )
 
 
+#: The sliding attention window of ``tiny-gemma3-sliding``: far shorter than the prompts the
+#: tests send (real Gemma 3 uses 512 or 1024), so prompts of a few hundred tokens cross it.
+SLIDING_WINDOW = 128
+
+
+def build_gemma3_sliding(out: Path = MODELS / "tiny-gemma3-sliding", *, max_positions: int = 8192) -> None:
+    """A random Gemma 3 text model (``Gemma3ForCausalLM``) that declares a sliding window.
+
+    One sliding-window layer and one global layer, as Gemma 3 alternates them, exported by
+    onnxruntime-genai's builder with its defaults: the local layer keeps a window-sized KV
+    cache, and genai_config.json carries ``decoder.sliding_window`` as the builder writes it.
+    """
+    import build_gemma3_vision  # noqa: PLC0415  (sibling script: the builder run for Gemma 3 configs)
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    fam = GEMMA3
+    log(f"building {out.relative_to(ROOT)} (gemma3 text, sliding window {SLIDING_WINDOW})")
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = Path(tmp) / "hf"
+        hf.mkdir()
+        train_tokenizer(fam, hf)
+        tok = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
+        ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
+        eos = [ids[t] for t in fam.eos_ids]
+        cfg = Gemma3TextConfig(
+            vocab_size=VOCAB,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=32,
+            query_pre_attn_scalar=32,
+            max_position_embeddings=max_positions,
+            sliding_window=SLIDING_WINDOW,
+            layer_types=["sliding_attention", "full_attention"],
+            rope_parameters={
+                "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            },
+            bos_token_id=ids[fam.bos],
+            eos_token_id=eos,
+            pad_token_id=ids[fam.pad],
+        )
+        torch.manual_seed(SEED)
+        Gemma3ForCausalLM(cfg).save_pretrained(hf)
+        tcfg = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": fam.bos,
+            "eos_token": fam.eos,
+            "pad_token": fam.pad,
+            "model_max_length": max_positions,
+            "clean_up_tokenization_spaces": False,
+            **fam.tokenizer_config,
+        }
+        (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
+        build = Path(tmp) / "onnx"
+        build_gemma3_vision.run_builder(hf, build, Path(tmp) / "cache", [])
+        windows = build_gemma3_vision.window_sizes(build / "model.onnx")
+        if windows != [SLIDING_WINDOW, -1]:
+            raise RuntimeError(f"expected attention windows [{SLIDING_WINDOW}, -1], the decoder has {windows}")
+        add_logit_bias(build, invalid_utf8_ids(hf / "tokenizer.json"), VOCAB)
+        gcfg = portable_genai_config(build)
+        declared = gcfg["model"]["decoder"].get("sliding_window", {})
+        if declared.get("window_size") != SLIDING_WINDOW or declared.get("layers") != [0]:
+            raise RuntimeError(f"expected decoder.sliding_window of {SLIDING_WINDOW} on layer 0, got {declared}")
+        gcfg["model"]["eos_token_id"] = eos
+        gcfg["model"]["pad_token_id"] = ids[fam.pad]
+        gcfg["model"]["bos_token_id"] = ids[fam.bos]
+        gcfg["search"]["do_sample"] = False
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        for name in ("model.onnx", "model.onnx.data", "tokenizer.json"):
+            shutil.copy2(build / name, out / name)
+        (out / "genai_config.json").write_text(json.dumps(gcfg, indent=4) + "\n", encoding="utf-8")
+        tcfg["chat_template"] = (TEMPLATES / fam.template).read_text(encoding="utf-8")
+        (out / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n", encoding="utf-8")
+        shutil.copy2(TEMPLATES / fam.template, out / "chat_template.jinja")
+        special = {"bos_token": fam.bos, "eos_token": fam.eos, "pad_token": fam.pad}
+        (out / "special_tokens_map.json").write_text(json.dumps(special, indent=2) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", action="store_true", help="also build the ~30M-parameter benchmark model")
@@ -304,6 +392,7 @@ def main() -> None:
         (embedded / "README.md").write_text(EMBEDDED_CARD, encoding="utf-8")
         build_model(QWEN3, MODELS / "tiny-qwen3")
         build_model(GEMMA3, MODELS / "tiny-gemma3-text", max_positions=16384)
+        build_gemma3_sliding()
         import build_gemma3_vision  # noqa: PLC0415  (sibling script)
         import build_replicas  # noqa: PLC0415  (sibling script)
 

@@ -234,7 +234,15 @@ def export_embedding(model, path: Path, image_token_id: int) -> None:  # noqa: A
 
 
 def build_decoder(hf: Path, build: Path, cache: Path) -> None:
-    """onnxruntime-genai's builder on the checkpoint, text decoder only (``exclude_embeds``).
+    """onnxruntime-genai's builder on the checkpoint, text decoder only (``exclude_embeds``)."""
+    run_builder(hf, build, cache, ["exclude_embeds=true", "windowed_kv_cache=false"])
+    windows = window_sizes(build / "model.onnx")
+    if windows != [SLIDING_WINDOW, -1]:
+        raise RuntimeError(f"expected attention windows [{SLIDING_WINDOW}, -1], the decoder has {windows}")
+
+
+def run_builder(hf: Path, build: Path, cache: Path, extra_options: list[str]) -> None:
+    """onnxruntime-genai's model builder (int4, CPU) on a Gemma 3 checkpoint, in this process.
 
     transformers 5 nests Gemma 3's rope settings per layer type; the builder reads the flat
     form (``rope_parameters.rope_type``, ``rope_local_base_freq``), so the config it loads is
@@ -260,9 +268,7 @@ def build_decoder(hf: Path, build: Path, cache: Path) -> None:
     logging.disable(logging.INFO)
     try:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            options = builder.parse_extra_options(
-                None, str(hf), str(build), "int4", "cpu", str(cache), ["exclude_embeds=true", "windowed_kv_cache=false"]
-            )
+            options = builder.parse_extra_options(None, str(hf), str(build), "int4", "cpu", str(cache), extra_options)
             builder.create_model(None, str(hf), str(build), "int4", "cpu", str(cache), **options)
     except Exception:
         print(log.getvalue(), file=sys.stderr)
@@ -270,12 +276,9 @@ def build_decoder(hf: Path, build: Path, cache: Path) -> None:
     finally:
         builder.get_hf_details = original
         logging.disable(logging.NOTSET)
-    windows = _window_sizes(build / "model.onnx")
-    if windows != [SLIDING_WINDOW, -1]:
-        raise RuntimeError(f"expected attention windows [{SLIDING_WINDOW}, -1], the decoder has {windows}")
 
 
-def _window_sizes(path: Path) -> list[int]:
+def window_sizes(path: Path) -> list[int]:
     import onnx
 
     m = onnx.load(str(path), load_external_data=False)
