@@ -105,6 +105,15 @@ class ContextBudget:
         decode_buckets: padded history lengths for decode steps, ascending; may be empty.
         default_max_new_tokens: output budget when a call sets none.
         prompt_limit_source: where ``prompt_limit`` came from, for reports.
+        feed_window: prompt tokens the engine hands the runtime per call, or None for the
+            whole prompt at once. Set where the runtime would otherwise run a prompt longer
+            than ``prefill_window`` in one prefill (see ``ModelPackage.budget``).
+        image_prompt_limit: the longest prompt with images, or None for ``prompt_limit``: the
+            runtime takes images only with the whole prompt, so one fed in windows cannot
+            hold them past the first window.
+        long_prompts: how a prompt longer than ``prefill_window`` reaches the runtime:
+            ``one run``, ``runtime chunks``, ``windows`` (``feed_window``) or ``capped``
+            (``prompt_limit`` is one run).
     """
 
     window: int
@@ -114,6 +123,9 @@ class ContextBudget:
     decode_buckets: tuple[int, ...] = ()
     default_max_new_tokens: int | None = None
     prompt_limit_source: str = "window"
+    feed_window: int | None = None
+    image_prompt_limit: int | None = None
+    long_prompts: str = "one run"
 
     def __post_init__(self) -> None:
         if self.window < 2:
@@ -156,8 +168,20 @@ class ContextBudget:
         """The longest prompt that can still produce one token."""
         return min(self.prompt_limit, self.window - 1)
 
-    def check_prompt(self, prompt_tokens: int) -> None:
-        """Raise :class:`ContextWindowExceededError` if the prompt is over the limit."""
+    def check_prompt(self, prompt_tokens: int, *, images: bool = False) -> None:
+        """Raise :class:`ContextWindowExceededError` if the prompt (``images``: with images) is over the limit."""
+        if images and self.image_prompt_limit is not None and prompt_tokens > self.image_prompt_limit:
+            raise ContextWindowExceededError(
+                f"prompt of {prompt_tokens} tokens with images is over this package's limit of "
+                f"{self.image_prompt_limit} tokens for prompts with images by "
+                f"{prompt_tokens - self.image_prompt_limit}: the runtime prefills a prompt with images in one "
+                f"run, and the package's runs hold at most {self.image_prompt_limit} tokens (text prompts are "
+                f"fed in windows, up to {self.prompt_limit}). Send fewer images or less text with them, or drop "
+                "old turns (overflow policy 'drop_oldest').",
+                prompt_tokens=prompt_tokens,
+                limit=self.image_prompt_limit,
+                window=self.window,
+            )
         if prompt_tokens >= self.window and prompt_tokens <= self.prompt_limit:
             raise ContextWindowExceededError(
                 f"prompt of {prompt_tokens} tokens fills the whole window of {self.window} tokens and "
@@ -184,7 +208,7 @@ class ContextBudget:
             return "its window"
         return f"{self.prompt_limit_source}; window {self.window}"
 
-    def plan(self, prompt_tokens: int, max_new_tokens: int | None = None) -> BudgetPlan:
+    def plan(self, prompt_tokens: int, max_new_tokens: int | None = None, *, images: bool = False) -> BudgetPlan:
         """Plan one generation.
 
         Args:
@@ -192,6 +216,7 @@ class ContextBudget:
             max_new_tokens: output tokens wanted; None means as many as fit (or the
                 package default). A request larger than what is left is clamped and the
                 plan says so; it never fails later inside the runtime.
+            images: the prompt holds images (see ``image_prompt_limit``).
 
         Raises:
             ContextWindowExceededError: the prompt is over the prompt limit.
@@ -203,7 +228,7 @@ class ContextBudget:
             )
         if max_new_tokens is not None and max_new_tokens < 1:
             raise InvalidRequestError(f"max_new_tokens is {max_new_tokens}: it must be at least 1 (or None)")
-        self.check_prompt(prompt_tokens)
+        self.check_prompt(prompt_tokens, images=images)
 
         left = self.window - prompt_tokens
         wanted = max_new_tokens if max_new_tokens is not None else (self.default_max_new_tokens or left)

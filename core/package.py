@@ -35,6 +35,7 @@ from .errors import (
     UnsafePathError,
 )
 from .hub import cache_repository, package_name
+from .kv_cache import kv_reuse_policy
 from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
 
 __all__ = ["Mode", "ModelPackage", "path_hazards"]
@@ -498,6 +499,24 @@ class ModelPackage:
                 f"Ryzen AI release is unknown (set {ENV_RELEASE} to choose)"
             )
 
+        feed = image_limit = None
+        long_prompts = "one run"
+        if prefill_window is not None and prefill_window < limit:
+            if self.runtime_chunks_prefill:
+                long_prompts = "runtime chunks"
+            elif self.sliding_window is not None:
+                # Fed in windows, the prefill would be split past the declared sliding window,
+                # which is not exact (the window-sized KV cache has evicted what a one-run
+                # prefill still attends to): such a package takes one run's prompt.
+                limit, long_prompts = prefill_window, "capped"
+                source = (
+                    f"hybrid_opt_max_seq_length {prefill_window}: one prefill run, since the decoder's "
+                    f"{self.sliding_window}-token sliding window makes a prefill split into runs inexact"
+                )
+            else:
+                feed = image_limit = prefill_window
+                long_prompts = "windows"
+
         prefill: tuple[int, ...] = self.prefill_buckets_found
         decode: tuple[int, ...] = self.decode_buckets_found
         if self.mode in (Mode.FULL_FUSION, Mode.TOKEN_FUSION, Mode.NPU):
@@ -515,7 +534,44 @@ class ModelPackage:
             prefill_buckets=prefill,
             decode_buckets=decode,
             prompt_limit_source=source,
+            feed_window=feed,
+            image_prompt_limit=image_limit,
+            long_prompts=long_prompts,
         )
+
+    @property
+    def runtime_chunks_prefill(self) -> bool:
+        """Whether onnxruntime-genai splits a long prefill by itself (``search.chunk_size``).
+
+        It does so only for text-only model types; a multimodal type (Gemma 3) runs every
+        prompt through its multimodal pipeline, which never chunks.
+        """
+        return "chunk_size" in self.search and not self.has_vision
+
+    @property
+    def long_prompts(self) -> dict[str, Any]:
+        """How a prompt longer than one prefill run reaches the runtime (``ryzenai-llm info``).
+
+        ``policy`` is ``one run`` (no run length, or runs as long as the prompt limit),
+        ``runtime chunks`` (the runtime splits it, ``search.chunk_size``), ``windows`` (the
+        engine feeds text prompts in runs of at most ``run_length`` tokens and limits prompts
+        with images to one run) or ``capped`` (the prompt limit is one run: the decoder's
+        sliding window makes a split prefill inexact).
+        """
+        b = self.budget
+        run = b.prefill_window
+        details = {
+            "one run": "the whole prompt is prefilled in one run",
+            "runtime chunks": f"the runtime prefills in chunks of {self.search.get('chunk_size')} tokens",
+            "windows": (
+                f"text prompts are fed in runs of at most {run} tokens (hybrid_opt_max_seq_length; the runtime "
+                f"does not split {self.model_type!r} prompts itself); a prompt with images is one run, so at "
+                f"most {b.image_prompt_limit} tokens"
+            ),
+            "capped": f"prompts are limited to one prefill run of {run} tokens ({b.prompt_limit_source})",
+        }
+        policy, detail = b.long_prompts, details[b.long_prompts]
+        return {"policy": policy, "run_length": run, "detail": detail}
 
     def describe(self) -> dict[str, Any]:
         """The JSON-ready summary used by ``ryzenai-llm info --json``."""
@@ -549,7 +605,12 @@ class ModelPackage:
                 "prefill_window": b.prefill_window,
                 "prefill_buckets": list(b.prefill_buckets),
                 "decode_buckets": list(b.decode_buckets),
+                "feed_window": b.feed_window,
+                "image_prompt_limit": b.image_prompt_limit,
             },
+            "sliding_window": self.sliding_window,
+            "long_prompts": self.long_prompts,
+            "kv_reuse": kv_reuse_policy(self),
         }
 
 

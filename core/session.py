@@ -4,7 +4,7 @@ A :class:`Session` owns ``og.Model`` + ``og.Tokenizer`` for a (folder, provider,
 options) key, loads them on first use, and runs one generation at a time in arrival
 order (:class:`FifoLock`): a Ryzen AI laptop has one NPU. It keeps the last generator
 so a call whose prompt extends the previous sequence (multi-turn chat, agent loops)
-prefills only the new tokens (:meth:`Session.stream`, ``kv_reuse``).
+prefills only the new tokens (``kv_reuse``; when that is exact: :mod:`ryzenai_core.kv_cache`).
 
 The :class:`~ryzenai_core.engine.Engine` runs a Session either in this process or in a
 worker process; both use exactly this code.
@@ -41,6 +41,7 @@ from .errors import (
 )
 from .formats import has_tool_calls, parse_tool_calls
 from .images import IMAGE_TYPES, InputSize, prepare_images, read_input_size
+from .kv_cache import KVCache, feed, kv_reuse_default
 from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
 from .options import GenerationOptions, check_runtime_settings, resolve_search
 from .package import ModelPackage
@@ -240,15 +241,6 @@ class Prepared:
         return {**self.__dict__, "mm_inputs": None}
 
 
-@dataclass
-class _Cached:
-    generator: Any
-    sequence: list[int]
-    signature: str
-    max_length: int
-    images: str = ""
-
-
 class Session:
     """One loaded model; see the module docstring."""
 
@@ -264,7 +256,7 @@ class Session:
         self._model: Any = None
         self._tokenizer: Any = None
         self._end_ids: frozenset[int] = frozenset()
-        self._cached: _Cached | None = None
+        self._kv = KVCache(self.package)
         self._holder: CallControl | None = None
         self._mm_processor: Any = None
         self._image_tokens: frozenset[int] | None = None
@@ -612,7 +604,7 @@ class Session:
             check()
             prompt = self._render(msgs, options)
             tokens = self._prompt_ids(prompt, msgs)
-            return prompt, tokens, budget.plan(len(tokens[0]), options.max_new_tokens)
+            return prompt, tokens, budget.plan(len(tokens[0]), options.max_new_tokens, images=tokens[1] is not None)
 
         msgs = list(messages)
         dropped = 0
@@ -659,8 +651,8 @@ class Session:
 
     # ------------------------------------------------------------------ generating
     def kv_reuse_default(self) -> bool:
-        """Prefix reuse is on by default only where the runtime's support is known (not Ryzen AI)."""
-        return not self.package.is_ryzenai
+        """Prefix reuse is on by default only where the runtime's support is known (see :mod:`.kv_cache`)."""
+        return kv_reuse_default(self.package)
 
     def stream(
         self,
@@ -772,7 +764,7 @@ class Session:
         )
         decoder = self.incremental_decoder()
         plan = prep.plan
-        reuse = options.kv_reuse if options.kv_reuse is not None else self.kv_reuse_default()
+        reuse = self._kv.enabled(options.kv_reuse, options.called("kv_reuse"))
         reuse = reuse and guidance is None and not (search.get("do_sample") and options.seed is not None)
         signature = json.dumps(search, sort_keys=True)
 
@@ -864,10 +856,7 @@ class Session:
             if owner:
                 if generator is not None:
                     if reuse and finish != "cancelled":
-                        # Only the prompt's KV is reused: it was computed by prefill, exactly as a cold
-                        # run computes it. Generated tokens went through the one-token decode kernel,
-                        # whose results differ in the last bits, so they are prefilled again.
-                        self._cached = _Cached(generator, list(prep.prompt_ids), signature, plan.window, prep.images)
+                        self._kv.store(generator, prep.prompt_ids, n, signature, plan.window, prep.images)
                     else:
                         self._discard(generator)
                 self._holder = None
@@ -900,8 +889,7 @@ class Session:
         )
 
     def _discard(self, generator: Any) -> None:
-        if self._cached is not None and self._cached.generator is generator:
-            self._cached = None
+        self._kv.discard(generator)
         del generator
 
     def _generator(
@@ -914,26 +902,29 @@ class Session:
         guidance: Any,
         reuse: bool,
     ) -> tuple[Any, int]:
-        """A generator with the prompt in it: the cached one rewound, or a new one.
+        """A generator with the prompt in it: the kept one rewound (see :mod:`.kv_cache`), or a new one.
 
-        KV computed for images is reused only for the same images, and only when the kept
-        prefix holds all of them (the runtime takes images only on a fresh generator).
+        Returns the generator and how many prompt tokens it reused. A runtime that refuses to
+        rewind or extend the kept generator gets a new one, and reuse stays off for the model.
         """
         prompt_ids = prep.prompt_ids
-        cached, self._cached = self._cached, None
-        if reuse and cached is not None and cached.signature == signature and cached.images == prep.images:
-            common = _common_prefix(cached.sequence, prompt_ids)
-            # Append at least two tokens after the rewind: generating right after a rewind is
-            # wrong, and a one-token append runs the decode kernel (not bit-identical to prefill).
-            keep = min(common, len(prompt_ids) - 2)
-            if keep > 0 and keep > prep.last_image_token and cached.max_length >= plan.max_length:
-                cached.generator.rewind_to(keep)
-                cached.generator.append_tokens(prompt_ids[keep:])
-                return cached.generator, keep
-        if cached is not None:
-            del cached
+        run = self.package.budget.feed_window
+        if reuse:
+            taken = self._kv.take(prompt_ids, signature, prep.images, prep.last_image_token, plan.max_length)
+            if taken is not None:
+                kept, keep = taken
+                try:
+                    kept.rewind_to(keep)
+                    feed(kept, prompt_ids, keep, run)
+                    return kept, keep
+                except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError
+                    self._kv.refuse(exc)
+                    reuse = False
+                del kept
+        else:
+            self._kv.clear()
         params = og.GeneratorParams(self._model)
-        max_length = plan.window if reuse else plan.max_length
+        max_length = plan.window if reuse and self._kv.may_keep(len(prompt_ids)) else plan.max_length
         # The runtime refuses a max_length below a sliding window baked into the graph; the
         # loop still stops at the planned number of new tokens.
         max_length = min(plan.window, max(max_length, self.package.sliding_window or 0))
@@ -944,12 +935,12 @@ class Session:
         if prep.mm_inputs is not None:
             generator.set_inputs(prep.mm_inputs)
         else:
-            generator.append_tokens(prompt_ids)
+            feed(generator, prompt_ids, 0, run)
         return generator, 0
 
     def reset_cache(self) -> None:
         """Drop the cached generator (frees its KV cache)."""
-        self._cached = None
+        self._kv.clear()
 
 
 def _device_guess(provider: str | None, package_provider: str) -> str:
@@ -994,14 +985,6 @@ def _int_list(ids: Any) -> list[int]:
 
 def _as_numpy(tensor: Any) -> Any:
     return tensor.as_numpy() if hasattr(tensor, "as_numpy") else tensor
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def _turn_end(msgs: list[ChatMessage], i: int) -> int:

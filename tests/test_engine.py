@@ -158,8 +158,9 @@ def test_llama_json_tool_call_end_to_end(llama):
 
 def test_kv_reuse_is_identical_to_a_cold_run(engine):
     engine.backend  # noqa: B018
-    first = engine.generate(MSGS, opts(max_new_tokens=12, kv_reuse=True))
-    turn2 = [*MSGS, ChatMessage("assistant", first.text), ChatMessage("user", "And the window?")]
+    msgs = [ChatMessage("system", "You are helpful. " + "Answer in one short sentence. " * 12), MSGS[1]]
+    first = engine.generate(msgs, opts(max_new_tokens=12, kv_reuse=True))
+    turn2 = [*msgs, ChatMessage("assistant", first.text), ChatMessage("user", "And the window?")]
     warm = engine.generate(turn2, opts(max_new_tokens=12, kv_reuse=True))
     cold = engine.generate(turn2, opts(max_new_tokens=12, kv_reuse=False))
     assert warm.text == cold.text

@@ -505,7 +505,7 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
             engine.load()
             pids.append(engine.backend.pid if engine.execution == "process" else None)
         inline.generate(MSGS, validated_options(max_new_tokens=SHORT))  # kv_reuse keeps a cached generator
-        assert inline.backend.session._cached is not None
+        assert inline.backend.session._kv.holds
         Engine.close_all()
         assert all(not process_alive(pid) for pid in pids if pid is not None)
         assert all(e._backend is None for e in (a, b, inline))

@@ -125,7 +125,8 @@ def test_kv_reuse_never_reuses_another_images_kv(engine: Engine) -> None:
 
 def test_multi_turn_with_an_image_in_an_earlier_turn_reuses_it_and_equals_a_cold_run(engine: Engine) -> None:
     reuse = validated_options(max_new_tokens=8, temperature=0, kv_reuse=True)
-    turn1 = ask(png("red"))
+    # Enough text after the image that the kept prefix (a multiple of 64 tokens) holds all of it.
+    turn1 = ask(png("red"), text="What is in the picture? " + "Describe it in a few words. " * 10)
     answer = engine.generate(turn1, reuse).text
     turn2 = [*turn1, ChatMessage("assistant", answer), ChatMessage("user", "And what colour is it?")]
     warm = engine.generate(turn2, reuse)
