@@ -30,6 +30,7 @@ from ryzenai_core.chat_template import ChatTemplate
 from ryzenai_core.embeddings import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.hub import resolve_model
+from ryzenai_core.kv_cache import kv_reuse_policy
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 from ryzenai_core.package import ModelPackage
 from ryzenai_core.runtime import ENV_RELEASE, runtime_info
@@ -84,11 +85,14 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
             "prefill window",
             f"{b.prefill_window} tokens per prefill run" if b.prefill_window else "whole prompt in one run",
         ),
+        ("long prompts", pkg.long_prompts["detail"]),
         ("prefill buckets", _fmt_buckets(b.prefill_buckets)),
         ("decode buckets", _fmt_buckets(b.decode_buckets)),
         ("chat template", pkg.describe()["chat_template"] or "none shipped (family fallback)"),
         ("chat format", f"plain text: {note}" if note else family),
         ("vision", _fmt_vision(pkg)),
+        ("sliding window", f"{pkg.sliding_window} tokens (decoder.sliding_window)" if pkg.sliding_window else "none"),
+        ("KV reuse", kv_reuse_policy(pkg)["detail"]),
     ]
     if pkg.lfs_pointers:
         rows.append(("LFS pointers", f"{len(pkg.lfs_pointers)} file(s): run `git lfs pull` in {pkg.path}"))

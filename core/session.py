@@ -666,6 +666,7 @@ class Session:
         """
         t_call = time.perf_counter()
         control = control or CallControl()
+        self._kv.enabled(options.kv_reuse, options.called("kv_reuse"))  # refuses kv_reuse=True before loading
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
         control.budget_name = options.called("max_new_tokens")
