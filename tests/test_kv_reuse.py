@@ -120,6 +120,14 @@ def test_a_chat_within_the_sliding_window_is_reused():
     assert warm.token_ids == cold.token_ids
 
 
+def test_a_call_shorter_than_the_window_asks_the_runtime_for_the_whole_window():
+    """A window-sized KV cache refuses a max_length below the window (GroupQueryAttention's
+    "KV cache capacity (50) must be at least local_window_size (128)")."""
+    engine = Engine.get(SLIDING, execution="inline")
+    out = engine.generate([ChatMessage("user", "hi")], opts(False, 4))
+    assert out.usage.total_tokens < WINDOW and out.usage.completion_tokens == 4
+
+
 def test_a_repeated_two_image_prompt_answers_warm_as_cold():
     engine = Engine.get(VISION, execution="inline")
     prompt = [
