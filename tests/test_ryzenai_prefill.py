@@ -223,7 +223,7 @@ def test_a_refused_rewind_or_append_falls_back_to_a_cold_generator_and_turns_reu
     assert engine.backend.session._kv.refused is not None
 
 
-@pytest.mark.parametrize("model_type", ["phi3v", "decoder-pipeline"])
+@pytest.mark.parametrize("model_type", ["phi3v", "decoder-pipeline", "whisper", "lfm2"])
 def test_kv_reuse_true_is_refused_up_front_for_types_that_cannot_rewind(copy_package, model_type):
     folder: Path = copy_package(TINY_LLAMA, f"no-rewind-{model_type}")
     cfg = json.loads((folder / "genai_config.json").read_text())
