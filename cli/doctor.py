@@ -60,6 +60,11 @@ _ORT_PROBE = (
     "print(json.dumps({'file': ort.__file__, 'version': ort.__version__, 'providers': ort.get_available_providers()}))"
 )
 _PROMPT = "Say hello in one short sentence."
+_REUSE_SYSTEM = (
+    "You are a friendly assistant on a laptop. Answer in one short sentence, in plain words, without lists, "
+    "code or markup. If a question is unclear, say so briefly. Greet the user warmly, thank them when they "
+    "thank you, and say goodbye when they leave. Never repeat the question back to the user."
+)
 
 
 @dataclass
@@ -518,7 +523,7 @@ def _run_llm(report: Report, pkg: Any, *, provider: str | None, kv_reuse: bool, 
             + ("" if on_npu or not pkg.is_ryzenai else " (not the NPU)")
             + f": {c.usage.completion_tokens if c.usage else 0} tokens, time to first token {_ms(ttft)}, {speed}",
         )
-        _check_reuse(report, engine, c, greedy)
+        _check_reuse(report, engine, greedy)
         _check_long_prompt(report, engine, pkg, RawPrompt)
     except RyzenAIError as exc:
         report.add("generation", "fail", str(exc))
@@ -526,15 +531,14 @@ def _run_llm(report: Report, pkg: Any, *, provider: str | None, kv_reuse: bool, 
         engine.close()
 
 
-def _check_reuse(report: Report, engine: Any, first: Any, greedy: Any) -> None:
+def _check_reuse(report: Report, engine: Any, greedy: Any) -> None:
     from ryzenai_core.messages import ChatMessage
     from ryzenai_core.options import validated_options
 
-    turns = [
-        ChatMessage("user", _PROMPT),
-        ChatMessage("assistant", first.text),
-        ChatMessage("user", "Now say goodbye."),
-    ]
+    # A conversation long enough to keep: the engine keeps whole multiples of 64 prompt tokens.
+    opening = [ChatMessage("system", _REUSE_SYSTEM), ChatMessage("user", _PROMPT)]
+    first = engine.generate(opening, greedy)
+    turns = [*opening, ChatMessage("assistant", first.text), ChatMessage("user", "Now say goodbye.")]
     warm = engine.generate(turns, greedy)
     reused = warm.timings.reused_prompt_tokens if warm.timings else 0
     if not reused:
