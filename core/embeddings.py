@@ -15,6 +15,12 @@ reads it once; :class:`EmbeddingEngine` runs it with onnxruntime:
 - elsewhere, the CPU provider with dynamic shapes and length-sorted batches, in this process
   (onnxruntime releases the GIL while it runs).
 
+Each shape's session closes after ``idle_timeout`` seconds unused, and ``max_shapes`` caps how
+many stay open: the LLM, the embedder and the reranker share one NPU. The folder reader
+(:class:`EncoderFolder`), the batch plan, the runner, the backends, the engine's machinery
+(:class:`EncoderEngine`) and the faces' settings (:class:`EncoderSettings`) serve the reranker
+(:mod:`ryzenai_core.rerank`) as well.
+
 Padding never changes a vector: padded positions are masked in attention and left out of the
 pooling. Pooling (CLS or mean, from the folder's config) and L2 normalisation run on the host
 in numpy. Texts longer than the model's maximum length are truncated and the result says
@@ -24,18 +30,22 @@ only when a model is loaded; they come with the ``embeddings`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import inspect
 import logging
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, PrivateAttr
 
@@ -57,14 +67,19 @@ from .package import _is_lfs_pointer, _read_json
 
 if TYPE_CHECKING:
     import numpy as np
+    from typing_extensions import Self
 
 __all__ = [
     "BGE_QUERY_INSTRUCTION",
     "DEFAULT_EMBEDDING_BUCKETS",
+    "DEFAULT_IDLE_TIMEOUT",
     "EmbeddingEngine",
     "EmbeddingPackage",
     "EmbeddingResult",
     "EmbeddingSettings",
+    "EncoderEngine",
+    "EncoderFolder",
+    "EncoderSettings",
     "SessionSpec",
     "import_onnxruntime",
     "is_embedding_folder",
@@ -120,7 +135,7 @@ def _import_onnx() -> Any:
 # The folder
 
 
-def _find_onnx(folder: Path, onnx_file: str | None) -> Path:
+def _find_onnx(folder: Path, onnx_file: str | None, export_hint: str) -> Path:
     if onnx_file is not None:
         path = folder / onnx_file
         # Lexically inside: a Hugging Face snapshot's files are links into the repository's blobs/.
@@ -138,7 +153,7 @@ def _find_onnx(folder: Path, onnx_file: str | None) -> Path:
     if not found:
         raise ModelNotFoundError(
             f"no ONNX model in {folder} (looked for onnx/model.onnx, model.onnx, *.onnx). Export one, e.g. "
-            "`optimum-cli export onnx --task feature-extraction --model BAAI/bge-small-en-v1.5 FOLDER`",
+            f"`{export_hint}`",
             path=folder,
         )
     names = ", ".join(str(p.relative_to(folder)) for p in found)
@@ -174,6 +189,162 @@ def _dims(value_info: Any) -> list[int | str | None]:
     for d in value_info.type.tensor_type.shape.dim:
         out.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
     return out
+
+
+#: Model types that number positions from ``pad_token_id + 1`` (RoBERTa's scheme): of
+#: ``max_position_embeddings`` rows, ``pad_token_id + 1`` are never a token's.
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl")
+
+
+@dataclass(frozen=True)
+class EncoderFolder:
+    """What every ONNX encoder folder says the same way, read once: files, configs, graph, length.
+
+    Embedding models and cross-encoders (rerankers) are both BERT-style encoders shipped as
+    Hugging Face lays them out; :meth:`read` does the checks they share, and each package adds
+    what is its own (pooling, labels).
+
+    Attributes:
+        path: the folder.
+        name: its name (a Hugging Face cache snapshot is named by its repository).
+        onnx_file: the ONNX model that runs.
+        tokenizer_file: ``tokenizer.json``.
+        config: ``config.json`` (empty without one).
+        tokenizer_config: ``tokenizer_config.json`` (empty without one).
+        inputs: the graph's inputs this engine feeds, in feeding order.
+        outputs: every graph output with its dimensions.
+        static_shape: ``(rows, sequence)`` when ``input_ids`` has fixed sizes, else None.
+        fixed_rows: the graph's batch size when it is fixed.
+        max_length: the longest input in tokens (special tokens included).
+        max_length_source: which file set ``max_length``.
+    """
+
+    path: Path
+    name: str
+    onnx_file: Path
+    tokenizer_file: Path
+    config: dict[str, Any]
+    tokenizer_config: dict[str, Any]
+    inputs: tuple[str, ...]
+    outputs: dict[str, list[int | str | None]]
+    static_shape: tuple[int, int] | None
+    fixed_rows: int | None
+    max_length: int
+    max_length_source: str
+
+    @classmethod
+    def read(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        onnx_file: str | None,
+        what: str,
+        task: str,
+        example: str,
+        limits: Sequence[tuple[int, str]] = (),
+    ) -> EncoderFolder:
+        """Read the parts every encoder folder shares.
+
+        Args:
+            path: the folder.
+            onnx_file: the ONNX file inside it, when the folder ships several.
+            what: what the folder is, for messages (``"embedding model"``, ``"reranker"``).
+            task: optimum's export task for the model (``"feature-extraction"``).
+            example: a Hugging Face repository of such a model, for the export hint.
+            limits: length limits the caller's own configs set, with their sources; the
+                smallest of these and the shared ones wins.
+
+        Raises:
+            ModelNotFoundError: no folder, or no ONNX model in it.
+            MissingTokenizerError: no ``tokenizer.json``.
+            LfsPointerError: the model, the tokenizer or a config is a Git LFS pointer.
+            UnsupportedModelError: the graph has inputs this engine cannot feed.
+            ConfigError: no maximum length anywhere, or one that cannot be used.
+        """
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise ModelNotFoundError(f"{what} folder {str(path)!r} does not exist", path=folder)
+        export = f"optimum-cli export onnx --task {task} --model {example} FOLDER"
+        model_file = _find_onnx(folder, onnx_file, export)
+        tokenizer_file = folder / "tokenizer.json"
+        if not tokenizer_file.is_file():
+            raise MissingTokenizerError(
+                f"no tokenizer.json in {folder}: the {what} engine reads Hugging Face's fast tokenizer file. "
+                "Save it beside the model with `AutoTokenizer.from_pretrained(REPO).save_pretrained(FOLDER)`",
+                path=folder,
+            )
+        for f in (model_file, tokenizer_file):
+            if _is_lfs_pointer(f):
+                raise LfsPointerError(
+                    f"{f.relative_to(folder)} is a Git LFS pointer, not its content: run `git lfs pull` in {folder}",
+                    path=f,
+                )
+        config = _json_or_none(folder / "config.json", "model config") or {}
+        tok_config = _json_or_none(folder / "tokenizer_config.json", "tokenizer config") or {}
+
+        onnx = _import_onnx()
+        model = onnx.load(str(model_file), load_external_data=False)
+        initializers = {i.name for i in model.graph.initializer}
+        graph_inputs = {i.name: _dims(i) for i in model.graph.input if i.name not in initializers}
+        unknown = sorted(set(graph_inputs) - set(_INPUTS))
+        if unknown or "input_ids" not in graph_inputs:
+            raise UnsupportedModelError(
+                f"{model_file.name} takes inputs {sorted(graph_inputs)}; this engine feeds {list(_INPUTS)} "
+                f"(BERT-style encoders). Export the model with those inputs (optimum's {task} task)",
+                path=model_file,
+            )
+        ids_dims = graph_inputs["input_ids"]
+        if len(ids_dims) != 2:
+            raise UnsupportedModelError(
+                f"{model_file.name}'s input_ids has shape {ids_dims}; expected (batch, sequence)", path=model_file
+            )
+        static = (
+            (ids_dims[0], ids_dims[1]) if isinstance(ids_dims[0], int) and isinstance(ids_dims[1], int) else None
+        )
+
+        found = list(limits)
+        if isinstance(tok_config.get("model_max_length"), int) and tok_config["model_max_length"] < 1_000_000:
+            found.append((tok_config["model_max_length"], "tokenizer_config.json model_max_length"))
+        positions = config.get("max_position_embeddings")
+        if isinstance(positions, int):
+            pad = config.get("pad_token_id")
+            if config.get("model_type") in _OFFSET_POSITIONS and isinstance(pad, int) and 0 <= pad < positions:
+                found.append(
+                    (
+                        positions - pad - 1,
+                        f"config.json max_position_embeddings {positions}, less the {pad + 1} positions "
+                        f"{config['model_type']} keeps for padding",
+                    )
+                )
+            else:
+                found.append((positions, "config.json max_position_embeddings"))
+        if isinstance(ids_dims[1], int):
+            found.append((ids_dims[1], f"the graph's static sequence length ({model_file.name})"))
+        if not found:
+            raise ConfigError(
+                f"{folder} does not say its maximum input length (sentence_bert_config.json max_seq_length, "
+                "tokenizer_config.json model_max_length or config.json max_position_embeddings); add one",
+                path=folder,
+            )
+        max_length, length_source = min(found, key=lambda t: t[0])
+        if max_length < 2:
+            raise ConfigError(f"{length_source} is {max_length}; it must be at least 2 tokens", path=folder)
+
+        name = package_name(folder.absolute())  # a Hugging Face cache snapshot: the repository's name
+        return cls(
+            path=folder,
+            name=name,
+            onnx_file=model_file,
+            tokenizer_file=tokenizer_file,
+            config=config,
+            tokenizer_config=tok_config,
+            inputs=tuple(n for n in _INPUTS if n in graph_inputs),
+            outputs={o.name: _dims(o) for o in model.graph.output},
+            static_shape=static,
+            fixed_rows=ids_dims[0] if isinstance(ids_dims[0], int) and ids_dims[0] > 0 else None,
+            max_length=max_length,
+            max_length_source=length_source,
+        )
 
 
 @dataclass(frozen=True)
@@ -239,26 +410,18 @@ class EmbeddingPackage:
             ConfigError: a pooling mode or length in the configs that cannot be used.
         """
         folder = Path(path).expanduser()
-        if not folder.is_dir():
-            raise ModelNotFoundError(f"embedding model folder {str(path)!r} does not exist", path=folder)
-        model_file = _find_onnx(folder, onnx_file)
-        tokenizer_file = folder / "tokenizer.json"
-        if not tokenizer_file.is_file():
-            raise MissingTokenizerError(
-                f"no tokenizer.json in {folder}: the embedding engine reads Hugging Face's fast tokenizer file. "
-                "Save it beside the model with `AutoTokenizer.from_pretrained(REPO).save_pretrained(FOLDER)`",
-                path=folder,
-            )
-        for f in (model_file, tokenizer_file):
-            if _is_lfs_pointer(f):
-                raise LfsPointerError(
-                    f"{f.relative_to(folder)} is a Git LFS pointer, not its content: run `git lfs pull` in {folder}",
-                    path=f,
-                )
-        config = _json_or_none(folder / "config.json", "model config") or {}
         st_config = _json_or_none(folder / "sentence_bert_config.json", "sentence-transformers config") or {}
-        tok_config = _json_or_none(folder / "tokenizer_config.json", "tokenizer config") or {}
-
+        limits = []
+        if isinstance(st_config.get("max_seq_length"), int):
+            limits.append((st_config["max_seq_length"], "sentence_bert_config.json max_seq_length"))
+        base = EncoderFolder.read(
+            folder,
+            onnx_file=onnx_file,
+            what="embedding model",
+            task="feature-extraction",
+            example="BAAI/bge-small-en-v1.5",
+            limits=limits,
+        )
         pool_path, pool_cfg = _pooling_config(folder)
         chosen: Pooling
         if pooling is not None:
@@ -286,18 +449,8 @@ class EmbeddingPackage:
         else:
             normalize = True
 
-        onnx = _import_onnx()
-        model = onnx.load(str(model_file), load_external_data=False)
-        initializers = {i.name for i in model.graph.initializer}
-        graph_inputs = {i.name: _dims(i) for i in model.graph.input if i.name not in initializers}
-        unknown = sorted(set(graph_inputs) - set(_INPUTS))
-        if unknown or "input_ids" not in graph_inputs:
-            raise UnsupportedModelError(
-                f"{model_file.name} takes inputs {sorted(graph_inputs)}; this engine feeds {list(_INPUTS)} "
-                "(BERT-style encoders). Export the model with those inputs (optimum's feature-extraction task)",
-                path=model_file,
-            )
-        outputs = {o.name: _dims(o) for o in model.graph.output}
+        outputs = base.outputs
+        model_file = base.onnx_file
         named = [n for n in _HIDDEN_OUTPUTS if n in outputs]
         rank3 = [n for n, d in outputs.items() if len(d) == 3]
         if not named and not rank3:
@@ -309,55 +462,27 @@ class EmbeddingPackage:
             )
         output = (named or rank3)[0]
         hidden = outputs[output][-1] if len(outputs[output]) == 3 else None
-        ids_dims = graph_inputs["input_ids"]
-        if len(ids_dims) != 2:
-            raise UnsupportedModelError(
-                f"{model_file.name}'s input_ids has shape {ids_dims}; expected (batch, sequence)", path=model_file
-            )
-        static = (
-            (ids_dims[0], ids_dims[1]) if isinstance(ids_dims[0], int) and isinstance(ids_dims[1], int) else None
-        )
-
-        limits: list[tuple[int, str]] = []
-        if isinstance(st_config.get("max_seq_length"), int):
-            limits.append((st_config["max_seq_length"], "sentence_bert_config.json max_seq_length"))
-        if isinstance(tok_config.get("model_max_length"), int) and tok_config["model_max_length"] < 1_000_000:
-            limits.append((tok_config["model_max_length"], "tokenizer_config.json model_max_length"))
-        if isinstance(config.get("max_position_embeddings"), int):
-            limits.append((config["max_position_embeddings"], "config.json max_position_embeddings"))
-        if isinstance(ids_dims[1], int):
-            limits.append((ids_dims[1], f"the graph's static sequence length ({model_file.name})"))
-        if not limits:
-            raise ConfigError(
-                f"{folder} does not say its maximum input length (sentence_bert_config.json max_seq_length, "
-                "tokenizer_config.json model_max_length or config.json max_position_embeddings); add one",
-                path=folder,
-            )
-        max_length, length_source = min(limits, key=lambda t: t[0])
-        if max_length < 2:
-            raise ConfigError(f"{length_source} is {max_length}; it must be at least 2 tokens", path=folder)
-
-        name = package_name(folder.absolute())  # a Hugging Face cache snapshot: the repository's name
-        ident = " ".join(str(x) for x in (name, config.get("_name_or_path", ""))).lower()
+        config = base.config
+        ident = " ".join(str(x) for x in (base.name, config.get("_name_or_path", ""))).lower()
         bge_en = "bge" in ident and not any(tag in ident for tag in ("-zh", "m3", "multilingual"))
         return cls(
-            path=folder,
-            name=name,
+            path=base.path,
+            name=base.name,
             onnx_file=model_file,
-            tokenizer_file=tokenizer_file,
+            tokenizer_file=base.tokenizer_file,
             pooling=chosen,
             pooling_source=pooling_source,
             normalize=normalize,
-            max_length=max_length,
-            max_length_source=length_source,
+            max_length=base.max_length,
+            max_length_source=base.max_length_source,
             dims=hidden if isinstance(hidden, int) and hidden > 0 else config.get("hidden_size"),
-            static_shape=static,
-            inputs=tuple(n for n in _INPUTS if n in graph_inputs),
+            static_shape=base.static_shape,
+            inputs=base.inputs,
             output=output,
             query_instruction=BGE_QUERY_INSTRUCTION if bge_en else "",
             document_instruction="",
             model_type=config.get("model_type"),
-            fixed_rows=ids_dims[0] if isinstance(ids_dims[0], int) and ids_dims[0] > 0 else None,
+            fixed_rows=base.fixed_rows,
             outputs=outputs,
         )
 
@@ -480,12 +605,13 @@ class SessionSpec:
     provider_options: tuple[dict[str, str], ...]
     inputs: tuple[str, ...]
     output: str
-    pooling: Pooling
+    pooling: Pooling | None
+    """How to pool per-token states into a vector per row; None returns the output as it is (logits)."""
     intra_op_threads: int | None = None
 
 
 class Runner:
-    """One onnxruntime session: feeds a padded batch, returns pooled (not normalised) vectors."""
+    """One onnxruntime session: feeds a padded batch, returns pooled (not normalised) vectors or raw outputs."""
 
     def __init__(self, spec: SessionSpec) -> None:
         ort = import_onnxruntime()
@@ -510,7 +636,7 @@ class Runner:
         self.providers: list[str] = list(self.session.get_providers())
 
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
-        """Pooled vectors of one padded batch."""
+        """Pooled vectors (or the raw output, without pooling) of one padded batch."""
         import numpy as np
 
         arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
@@ -522,6 +648,8 @@ class Runner:
                 f"onnxruntime failed on a batch of shape {list(ids.shape)} of {Path(self.spec.onnx_file).name}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        if self.spec.pooling is None:
+            return np.asarray(hidden, dtype=np.float32)
         return pool(np.asarray(hidden), mask, self.spec.pooling, output=self.spec.output)
 
 
@@ -615,11 +743,11 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _cache_root(cache_dir: str | os.PathLike[str] | None) -> Path:
+def _cache_root(cache_dir: str | os.PathLike[str] | None, name: str) -> Path:
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "ryzenai-llm" / "embeddings"
+    return Path(base) / "ryzenai-llm" / name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -650,13 +778,55 @@ class EmbeddingResult:
         return sum(self.tokens) + self.padding
 
 
-_ENGINES: dict[tuple[Any, ...], EmbeddingEngine] = {}
+_ENGINES: dict[tuple[Any, ...], EncoderEngine[Any]] = {}
 _ENGINES_LOCK = threading.Lock()
-_SAID_CPU = False
+_SAID_CPU: set[str] = set()
+
+#: Seconds a shape's session may stay unused before it is closed (the next call opens it again).
+DEFAULT_IDLE_TIMEOUT = 300.0
 
 
-class EmbeddingEngine:
-    """Runs one embedding folder. Share one per folder and settings with :meth:`get`.
+class _Package(Protocol):
+    """What :class:`EncoderEngine` reads of a package (:class:`EmbeddingPackage`, ``RerankPackage``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def onnx_file(self) -> Path: ...
+    @property
+    def tokenizer_file(self) -> Path: ...
+    @property
+    def max_length(self) -> int: ...
+    @property
+    def static_shape(self) -> tuple[int, int] | None: ...
+    @property
+    def fixed_rows(self) -> int | None: ...
+    @property
+    def inputs(self) -> tuple[str, ...]: ...
+    @property
+    def output(self) -> str: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+P = TypeVar("P", bound=_Package)
+Shape = tuple[int, int] | None
+
+
+class EncoderEngine(Generic[P]):
+    """Runs one encoder folder on onnxruntime: what the embedding and reranking engines share.
+
+    It chooses the provider (VitisAI where onnxruntime has it, else the CPU) and the shapes
+    (static length buckets on the NPU or for a static graph, dynamic on the CPU), reads the
+    tokenizer, and keeps one session per shape: in this process, or each in a worker process of
+    its own. On an NPU that also holds an LLM and other encoders, sessions are a shared resource:
+    each engine keeps at most one per bucket it has used (``max_shapes`` caps that: the least
+    recently used idle session closes when another shape is needed), and a session unused for
+    ``idle_timeout`` seconds is closed; the next call that needs it opens it again (on the NPU
+    from the compile cache, without compiling again).
+
+    Subclasses name their package class (:attr:`package_type`), the options :meth:`get` passes
+    to it, their default buckets and cache folder. Share one engine per folder and settings with
+    :meth:`get`.
 
     Args:
         package: the folder (or its path).
@@ -664,20 +834,34 @@ class EmbeddingEngine:
         shapes: ``"auto"`` (static on the NPU or for a static graph, else dynamic), ``"static"``
             or ``"dynamic"``.
         buckets: sequence lengths for static shapes of a dynamic graph (default
-            :data:`DEFAULT_EMBEDDING_BUCKETS`, capped at the model's maximum length). A static
-            graph has one shape: its own.
+            :attr:`default_buckets`, capped at the model's maximum length). A static graph has
+            one shape: its own.
         provider_options: VitisAI options over the defaults (``cache_dir`` and a ``cache_key``
             that changes with the model file, the shape and the onnxruntime version).
         isolation: ``"process"`` (a worker per session) or ``"thread"`` (this process);
             default: process on the NPU, thread on the CPU.
         cache_dir: where static variants of a dynamic graph and the VitisAI cache go (default
-            ``~/.cache/ryzenai-llm/embeddings``).
+            ``~/.cache/ryzenai-llm/<cache_name>``).
         intra_op_threads: onnxruntime's intra-op thread count (default: its own).
+        max_shapes: sessions (and workers) kept open at once; default None: one per bucket.
+        idle_timeout: seconds after which an unused session is closed (default
+            :data:`DEFAULT_IDLE_TIMEOUT`); None keeps sessions until :meth:`close`.
     """
+
+    package_type: ClassVar[Any]
+    """The package class: ``package_type.open(path, **options)``."""
+    package_options: ClassVar[tuple[str, ...]] = ("onnx_file",)
+    """Settings of :meth:`get` that are the package's, not the engine's."""
+    default_buckets: ClassVar[tuple[int, ...]] = DEFAULT_EMBEDDING_BUCKETS
+    cache_name: ClassVar[str] = "embeddings"
+    truncation: ClassVar[Literal["longest_first", "only_first", "only_second"]] = "longest_first"
+    """How the truncating tokenizer cuts an input over the maximum length (a pair's passage: ``only_second``)."""
+    on_cpu: ClassVar[str] = "embeddings run on the CPU"
+    """The start of the note (logged once per kind) that this kind of engine runs on the CPU."""
 
     def __init__(
         self,
-        package: EmbeddingPackage | str | os.PathLike[str],
+        package: P | str | os.PathLike[str],
         *,
         provider: Literal["auto", "npu", "cpu"] = "auto",
         shapes: Literal["auto", "static", "dynamic"] = "auto",
@@ -686,8 +870,10 @@ class EmbeddingEngine:
         isolation: Literal["process", "thread"] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         intra_op_threads: int | None = None,
+        max_shapes: int | None = None,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
-        self.package = package if isinstance(package, EmbeddingPackage) else EmbeddingPackage.open(package)
+        self.package: P = package if isinstance(package, self.package_type) else self.package_type.open(package)
         self._settings: dict[str, Any] = {
             "provider": provider,
             "shapes": shapes,
@@ -696,6 +882,8 @@ class EmbeddingEngine:
             "isolation": isolation,
             "cache_dir": cache_dir,
             "intra_op_threads": intra_op_threads,
+            "max_shapes": max_shapes,
+            "idle_timeout": idle_timeout,
         }
         pkg = self.package
         if provider not in ("auto", "npu", "cpu"):
@@ -704,6 +892,14 @@ class EmbeddingEngine:
             raise InvalidRequestError(f"shapes {shapes!r} is not one of 'auto', 'static', 'dynamic'")
         if isolation not in (None, "process", "thread"):
             raise InvalidRequestError(f"isolation {isolation!r} is not one of 'process', 'thread'")
+        if max_shapes is not None and max_shapes < 1:
+            raise InvalidRequestError(
+                f"max_shapes is {max_shapes}; keep at least 1 session open, or pass None for one per bucket"
+            )
+        if idle_timeout is not None and idle_timeout <= 0:
+            raise InvalidRequestError(
+                f"idle_timeout is {idle_timeout}; pass a positive number of seconds, or None to keep sessions open"
+            )
         ort = import_onnxruntime()
         _import_tokenizers()
         available = list(ort.get_available_providers())
@@ -714,17 +910,15 @@ class EmbeddingEngine:
                 "or pass provider='cpu'"
             )
         on_npu = provider == "npu" or (provider == "auto" and NPU_PROVIDER in available)
-        if provider == "auto" and not on_npu:
-            global _SAID_CPU
-            if not _SAID_CPU:
-                _SAID_CPU = True
-                log.warning(
-                    "embeddings run on the CPU: onnxruntime %s has no %s (providers: %s); dynamic shapes, "
-                    "length-sorted batches",
-                    ort.__version__,
-                    NPU_PROVIDER,
-                    ", ".join(available),
-                )
+        if provider == "auto" and not on_npu and self.on_cpu not in _SAID_CPU:
+            _SAID_CPU.add(self.on_cpu)
+            log.warning(
+                "%s: onnxruntime %s has no %s (providers: %s); dynamic shapes, length-sorted batches",
+                self.on_cpu,
+                ort.__version__,
+                NPU_PROVIDER,
+                ", ".join(available),
+            )
         self.provider = NPU_PROVIDER if on_npu else CPU_PROVIDER
         fixed = pkg.static_shape is not None or pkg.fixed_rows is not None
         if shapes == "dynamic" and fixed:
@@ -738,7 +932,7 @@ class EmbeddingEngine:
         if self.static and pkg.static_shape is not None:
             self.static_rows, self.buckets = pkg.static_shape[0], (pkg.static_shape[1],)
         elif self.static:
-            chosen = tuple(sorted(set(buckets or DEFAULT_EMBEDDING_BUCKETS)))
+            chosen = tuple(sorted(set(buckets or self.default_buckets)))
             if any(b < 2 for b in chosen):
                 raise InvalidRequestError(f"buckets {list(chosen)}: every bucket must be at least 2 tokens")
             self.static_rows = pkg.fixed_rows or 1
@@ -747,10 +941,15 @@ class EmbeddingEngine:
             self.static_rows, self.buckets = 0, ()
         self.isolation = isolation or ("process" if on_npu else "thread")
         self.provider_options = dict(provider_options or {})
-        self.cache_dir = _cache_root(cache_dir)
+        self.cache_dir = _cache_root(cache_dir, self.cache_name)
         self.intra_op_threads = intra_op_threads
+        self.max_shapes = max_shapes
+        self.idle_timeout = idle_timeout
         self._ort_version = str(ort.__version__)
-        self._backends: dict[tuple[int, int] | None, _LocalBackend | _WorkerBackend] = {}
+        self._backends: dict[Shape, _LocalBackend | _WorkerBackend] = {}  # least recently used first
+        self._leases: dict[Shape, int] = {}  # calls running on each shape's session now
+        self._used: dict[Shape, float] = {}  # when each shape's session was last released
+        self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
         self._digest: str | None = None
         tokenizers = _import_tokenizers()
@@ -759,28 +958,33 @@ class EmbeddingEngine:
         self._tokenizer.no_truncation()
         self._truncating = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
         self._truncating.no_padding()
-        self._truncating.enable_truncation(pkg.max_length)
-        self._pad_id = 0
+        self._truncating.enable_truncation(pkg.max_length, strategy=self.truncation)
         padding = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file)).padding
         if padding and isinstance(padding.get("pad_id"), int):
-            self._pad_id = padding["pad_id"]
+            self._pad_id: int = padding["pad_id"]
+        else:  # BERT's and XLM-RoBERTa's pad tokens; padded positions are masked, so any id is exact
+            ids = (self._tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>"))
+            self._pad_id = next((i for i in ids if i is not None), 0)
 
     @classmethod
-    def get(cls, model: str | os.PathLike[str], **settings: Any) -> EmbeddingEngine:
+    def get(cls, model: str | os.PathLike[str], **settings: Any) -> Self:
         """The shared engine for a folder, an embedded name or a Hugging Face repo id, and these settings."""
         from .hub import resolve_model
 
         path = resolve_model(model).resolve()
-        onnx_file, pooling = settings.pop("onnx_file", None), settings.pop("pooling", None)
-        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k != "provider_options"}
+        opened = {name: settings.pop(name, None) for name in cls.package_options}
+        given = inspect.signature(cls.__init__).bind(None, None, **settings)
+        given.apply_defaults()  # the same engine whether a default is given or left out
+        every = {k: v for k, v in given.arguments.items() if k not in ("self", "package")}
+        plain = {k: tuple(v) if isinstance(v, list) else v for k, v in every.items() if k != "provider_options"}
         options = tuple(sorted((settings.get("provider_options") or {}).items()))
-        key = (str(path), onnx_file, pooling, tuple(sorted(plain.items())), options)
+        key = (cls, str(path), tuple(opened.items()), tuple(sorted(plain.items())), options)
         with _ENGINES_LOCK:
             engine = _ENGINES.get(key)
             if engine is None:
-                engine = cls(EmbeddingPackage.open(path, onnx_file=onnx_file, pooling=pooling), **settings)
+                engine = cls(cls.package_type.open(path, **opened), **settings)
                 _ENGINES[key] = engine
-            return engine
+            return engine  # type: ignore[return-value]  # keyed by class
 
     # -- information ---------------------------------------------------------------------------
 
@@ -794,6 +998,8 @@ class EmbeddingEngine:
                 "buckets": list(self.buckets),
                 "static_rows": self.static_rows or None,
                 "isolation": self.isolation,
+                "max_shapes": self.max_shapes,
+                "idle_timeout": self.idle_timeout,
             }
         )
         return out
@@ -801,6 +1007,219 @@ class EmbeddingEngine:
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (empty with ``isolation="thread"``)."""
         return [b.pid for b in self._backends.values() if isinstance(b, _WorkerBackend) and b.pid is not None]
+
+    def open_shapes(self) -> list[Shape]:
+        """The shapes whose sessions are open now, least recently used first (None: dynamic)."""
+        with self._lock:
+            return list(self._backends)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _session(self, shape: Shape) -> Iterator[_LocalBackend | _WorkerBackend]:
+        """The session of ``shape`` for one run (opened if needed; not closed while it runs)."""
+        with self._lock:
+            backend = self._backends.pop(shape, None)
+            if backend is None:
+                spec = self._spec(shape)
+                backend = _WorkerBackend(spec) if self.isolation == "process" else _LocalBackend(spec)
+            self._backends[shape] = backend
+            self._leases[shape] = self._leases.get(shape, 0) + 1
+            closing = self._over_limit()
+        self._close(closing, "to stay within max_shapes")
+        try:
+            yield backend
+        finally:
+            with self._lock:
+                left = self._leases.pop(shape, 1) - 1
+                if left:
+                    self._leases[shape] = left
+                if self._backends.get(shape) is backend:
+                    self._used[shape] = time.monotonic()
+                closing = self._over_limit()
+                self._arm_idle_timer()
+            self._close(closing, "to stay within max_shapes")
+
+    def _over_limit(self) -> list[tuple[Shape, _LocalBackend | _WorkerBackend]]:
+        """Take out the least recently used idle sessions beyond ``max_shapes`` (holding the lock)."""
+        out: list[tuple[Shape, _LocalBackend | _WorkerBackend]] = []
+        if self.max_shapes is None:
+            return out
+        idle = [s for s in self._backends if not self._leases.get(s)]
+        while len(self._backends) > self.max_shapes and idle:
+            shape = idle.pop(0)
+            out.append((shape, self._backends.pop(shape)))
+            self._used.pop(shape, None)
+        return out
+
+    def _arm_idle_timer(self) -> None:
+        """Start the timer that closes the next session to go idle for ``idle_timeout`` (holding the lock)."""
+        if self.idle_timeout is None or self._timer is not None:
+            return
+        idle = [self._used[s] for s in self._backends if not self._leases.get(s) and s in self._used]
+        if not idle:
+            return
+        delay = max(0.0, min(idle) + self.idle_timeout - time.monotonic())
+        timer = threading.Timer(delay, _close_idle, args=(weakref.ref(self),))
+        timer.daemon = True  # a pending timer never keeps the program from exiting
+        timer.name = f"ryzenai-idle-{self.package.name}"
+        self._timer = timer
+        timer.start()
+
+    def _close_idle(self) -> None:
+        assert self.idle_timeout is not None
+        now = time.monotonic()
+        with self._lock:
+            self._timer = None
+            idle = [
+                s
+                for s in self._backends
+                if not self._leases.get(s) and s in self._used and now - self._used[s] >= self.idle_timeout
+            ]
+            closing = [(s, self._backends.pop(s)) for s in idle]
+            for s in idle:
+                del self._used[s]
+            self._arm_idle_timer()
+        self._close(closing, f"after {self.idle_timeout:g} s unused")
+
+    def _close(self, sessions: list[tuple[Shape, _LocalBackend | _WorkerBackend]], why: str) -> None:
+        for shape, backend in sessions:
+            log.info("closing %s's session of shape %s %s", self.package.name, shape or "dynamic", why)
+            backend.close()
+
+    def _run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
+        """Run one planned batch of tokenizer encodings, padded to its shape; the session's output."""
+        import numpy as np
+
+        ids = np.full((batch.rows, batch.length), self._pad_id, dtype=np.int64)
+        mask = np.zeros((batch.rows, batch.length), dtype=np.int64)
+        types = np.zeros((batch.rows, batch.length), dtype=np.int64)
+        for row, i in enumerate(batch.indices):
+            enc = encodings[i]
+            n = len(enc.ids)
+            ids[row, :n] = enc.ids
+            mask[row, :n] = 1
+            types[row, :n] = enc.type_ids
+        for row in range(len(batch.indices), batch.rows):
+            ids[row, 0] = self._pad_id
+            mask[row, 0] = 1  # filler rows: one visible token keeps every softmax finite
+        with self._session((batch.rows, batch.length) if self.static else None) as backend:
+            out: np.ndarray = backend.run(ids, mask, types)
+        return out
+
+    def _session_pooling(self) -> Pooling | None:
+        """How sessions pool their output (None: they return it as it is)."""
+        return None
+
+    def _spec(self, shape: Shape) -> SessionSpec:
+        pkg = self.package
+        model_file = pkg.onnx_file
+        if shape is not None and pkg.static_shape is None:
+            model_file = self._static_variant(*shape)
+        providers: tuple[str, ...] = (CPU_PROVIDER,)
+        options: tuple[dict[str, str], ...] = ({},)
+        if self.provider == NPU_PROVIDER:
+            if self._digest is None:
+                self._digest = _file_digest(pkg.onnx_file)
+            rows, seq = shape or (0, 0)
+            vitis = {
+                "cache_dir": str(self.cache_dir / "vitisai"),
+                "cache_key": f"{pkg.name}-{self._digest[:16]}-{rows}x{seq}-ort{self._ort_version}",
+            }
+            vitis.update(self.provider_options)
+            providers, options = (NPU_PROVIDER, CPU_PROVIDER), (vitis, {})
+        return SessionSpec(
+            onnx_file=str(model_file),
+            providers=providers,
+            provider_options=options,
+            inputs=pkg.inputs,
+            output=pkg.output,
+            pooling=self._session_pooling(),
+            intra_op_threads=self.intra_op_threads,
+        )
+
+    def _static_variant(self, rows: int, seq: int) -> Path:
+        """The dynamic graph with its (batch, sequence) axes fixed, cached on disk."""
+        if self._digest is None:
+            self._digest = _file_digest(self.package.onnx_file)
+        folder = self.cache_dir / "static" / f"{self.package.name}-{self._digest[:16]}"
+        target = folder / f"model_{rows}x{seq}.onnx"
+        if target.is_file():
+            return target
+        onnx = _import_onnx()
+        from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
+
+        model = onnx.load(str(self.package.onnx_file))
+        ids = next(i for i in model.graph.input if i.name == "input_ids")
+        batch_dim, seq_dim = ids.type.tensor_type.shape.dim
+        for dim, value in ((batch_dim, rows), (seq_dim, seq)):
+            if dim.HasField("dim_param") and dim.dim_param:
+                make_dim_param_fixed(model.graph, dim.dim_param, value)
+        fix_output_shapes(model)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        large = model.ByteSize() > 1_800_000_000
+        onnx.save_model(model, str(tmp), save_as_external_data=large, location=tmp.name + ".data" if large else None)
+        os.replace(tmp, target)
+        return target
+
+    def __copy__(self) -> Self:
+        return self  # copies of a face share the engine, its sessions and workers
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its folder and settings; unpickled into a new engine (sessions open on use)."""
+        return (_rebuild_engine, (type(self), self.package, self._settings))
+
+    def close(self) -> None:
+        """Stop the workers and drop the sessions (the next call opens them again)."""
+        with self._lock:
+            backends, self._backends = list(self._backends.values()), {}
+            self._leases.clear()
+            self._used.clear()
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        for backend in backends:
+            backend.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown
+            pass
+
+
+def _close_idle(ref: weakref.ref[EncoderEngine[Any]]) -> None:
+    engine = ref()  # the timer holds no strong reference: an engine nobody uses can be collected
+    if engine is not None:
+        engine._close_idle()
+
+
+def _rebuild_engine(cls: type[EncoderEngine[Any]], package: Any, settings: dict[str, Any]) -> EncoderEngine[Any]:
+    return cls(package, **settings)
+
+
+def close_all() -> None:
+    """Close every shared engine (tests, and programs that want their workers gone now)."""
+    with _ENGINES_LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        engine.close()
+
+
+class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
+    """Runs one embedding folder: texts in, pooled and normalised vectors out.
+
+    Sessions, shapes, providers and workers are :class:`EncoderEngine`'s (its arguments);
+    share one engine per folder and settings with :meth:`get`.
+    """
+
+    package_type = EmbeddingPackage
+    package_options = ("onnx_file", "pooling")
 
     # -- running -----------------------------------------------------------------------------
 
@@ -878,18 +1297,7 @@ class EmbeddingEngine:
         out: list[np.ndarray | None] = [None] * len(items)
         padding, shapes, done = 0, [], 0
         for batch in batches:
-            ids = np.full((batch.rows, batch.length), self._pad_id, dtype=np.int64)
-            mask = np.zeros((batch.rows, batch.length), dtype=np.int64)
-            types = np.zeros((batch.rows, batch.length), dtype=np.int64)
-            for row, i in enumerate(batch.indices):
-                enc, n = encodings[i], lengths[i]
-                ids[row, :n] = enc.ids
-                mask[row, :n] = 1
-                types[row, :n] = enc.type_ids
-            for row in range(len(batch.indices), batch.rows):
-                ids[row, 0] = self._pad_id
-                mask[row, 0] = 1  # filler rows: one visible token keeps every softmax finite
-            pooled = self._backend((batch.rows, batch.length) if self.static else None).run(ids, mask, types)
+            pooled = self._run_batch(batch, encodings)
             for row, i in enumerate(batch.indices):
                 out[i] = pooled[row]
             padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
@@ -927,120 +1335,67 @@ class EmbeddingEngine:
                 )
         return items
 
-    def _backend(self, shape: tuple[int, int] | None) -> _LocalBackend | _WorkerBackend:
-        with self._lock:
-            backend = self._backends.get(shape)
-            if backend is None:
-                spec = self._spec(shape)
-                backend = _WorkerBackend(spec) if self.isolation == "process" else _LocalBackend(spec)
-                self._backends[shape] = backend
-            return backend
-
-    def _spec(self, shape: tuple[int, int] | None) -> SessionSpec:
-        pkg = self.package
-        model_file = pkg.onnx_file
-        if shape is not None and pkg.static_shape is None:
-            model_file = self._static_variant(*shape)
-        providers: tuple[str, ...] = (CPU_PROVIDER,)
-        options: tuple[dict[str, str], ...] = ({},)
-        if self.provider == NPU_PROVIDER:
-            if self._digest is None:
-                self._digest = _file_digest(pkg.onnx_file)
-            rows, seq = shape or (0, 0)
-            vitis = {
-                "cache_dir": str(self.cache_dir / "vitisai"),
-                "cache_key": f"{pkg.name}-{self._digest[:16]}-{rows}x{seq}-ort{self._ort_version}",
-            }
-            vitis.update(self.provider_options)
-            providers, options = (NPU_PROVIDER, CPU_PROVIDER), (vitis, {})
-        return SessionSpec(
-            onnx_file=str(model_file),
-            providers=providers,
-            provider_options=options,
-            inputs=pkg.inputs,
-            output=pkg.output,
-            pooling=pkg.pooling,
-            intra_op_threads=self.intra_op_threads,
-        )
-
-    def _static_variant(self, rows: int, seq: int) -> Path:
-        """The dynamic graph with its (batch, sequence) axes fixed, cached on disk."""
-        if self._digest is None:
-            self._digest = _file_digest(self.package.onnx_file)
-        folder = self.cache_dir / "static" / f"{self.package.name}-{self._digest[:16]}"
-        target = folder / f"model_{rows}x{seq}.onnx"
-        if target.is_file():
-            return target
-        onnx = _import_onnx()
-        from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
-
-        model = onnx.load(str(self.package.onnx_file))
-        ids = next(i for i in model.graph.input if i.name == "input_ids")
-        batch_dim, seq_dim = ids.type.tensor_type.shape.dim
-        for dim, value in ((batch_dim, rows), (seq_dim, seq)):
-            if dim.HasField("dim_param") and dim.dim_param:
-                make_dim_param_fixed(model.graph, dim.dim_param, value)
-        fix_output_shapes(model)
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        large = model.ByteSize() > 1_800_000_000
-        onnx.save_model(model, str(tmp), save_as_external_data=large, location=tmp.name + ".data" if large else None)
-        os.replace(tmp, target)
-        return target
-
-    def __copy__(self) -> EmbeddingEngine:
-        return self  # copies of a face share the engine, its sessions and workers
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> EmbeddingEngine:
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as its folder and settings; unpickled into a new engine (sessions open on use)."""
-        return (_rebuild_engine, (self.package, self._settings))
-
-    def close(self) -> None:
-        """Stop the workers and drop the sessions (the next call opens them again)."""
-        with self._lock:
-            backends, self._backends = list(self._backends.values()), {}
-        for backend in backends:
-            backend.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001, S110 - interpreter shutdown
-            pass
+    def _session_pooling(self) -> Pooling | None:
+        return self.package.pooling
 
 
-def _rebuild_engine(package: EmbeddingPackage, settings: dict[str, Any]) -> EmbeddingEngine:
-    return EmbeddingEngine(package, **settings)
+class EncoderSettings(BaseModel):
+    """What the framework faces take to choose and run an encoder (a pydantic mixin).
 
+    Subclasses (:class:`EmbeddingSettings`, the reranker's) add their own fields and name
+    their engine class; the faces declare these fields once by inheriting them.
+    """
 
-def close_all() -> None:
-    """Close every shared engine (tests, and programs that want their workers gone now)."""
-    with _ENGINES_LOCK:
-        engines = list(_ENGINES.values())
-        _ENGINES.clear()
-    for engine in engines:
-        engine.close()
+    engine_class: ClassVar[type[EncoderEngine[Any]]]
 
-
-class EmbeddingSettings(BaseModel):
-    """What both framework faces take to choose and run an embedding model (a pydantic mixin)."""
-
-    model: str = Field(description="embedding model folder, or Hugging Face repository id")
+    model: str = Field(description="model folder, or Hugging Face repository id")
     provider: Literal["auto", "npu", "cpu"] = "auto"
     """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
     shapes: Literal["auto", "static", "dynamic"] = "auto"
     """``auto``: static length buckets on the NPU (or for a static graph), dynamic shapes on the CPU."""
     buckets: list[int] | None = None
-    """Sequence-length buckets for static shapes (default 32, 64, 128, 256, 512, capped at the maximum)."""
+    """Sequence-length buckets for static shapes (default: the engine's, capped at the maximum length)."""
     provider_options: dict[str, str] | None = None
     """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
     isolation: Literal["process", "thread"] | None = None
     """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
     onnx_file: str | None = None
     """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
+    max_shapes: int | None = Field(default=None, ge=1)
+    """Static shapes kept open at once, a session (on the NPU a worker) each; default: one per bucket."""
+    idle_timeout: float | None = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0)
+    """Seconds after which an unused shape's session is closed (None: kept until the program ends)."""
+
+    _engine: Any = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Open (or share) the engine now, so a bad folder is an error at construction."""
+        self._engine = self.open_engine()
+
+    def engine_settings(self) -> dict[str, Any]:
+        """The engine's settings among these fields (what :meth:`EncoderEngine.get` takes)."""
+        return {
+            "provider": self.provider,
+            "shapes": self.shapes,
+            "buckets": self.buckets,
+            "provider_options": self.provider_options,
+            "isolation": self.isolation,
+            "onnx_file": self.onnx_file,
+            "max_shapes": self.max_shapes,
+            "idle_timeout": self.idle_timeout,
+        }
+
+    def open_engine(self) -> Any:
+        """The shared engine for these settings."""
+        return self.engine_class.get(self.model, **self.engine_settings())
+
+
+class EmbeddingSettings(EncoderSettings):
+    """What both framework faces take to choose and run an embedding model (a pydantic mixin)."""
+
+    engine_class = EmbeddingEngine
+
+    model: str = Field(description="embedding model folder, or Hugging Face repository id")
     pooling: Literal["cls", "mean"] | None = None
     """Override the folder's pooling."""
     normalize: bool | None = None
@@ -1050,18 +1405,13 @@ class EmbeddingSettings(BaseModel):
     on_overflow: Literal["truncate", "error"] = "truncate"
     """A text over the maximum length: ``truncate`` (logged, listed in the result) or ``error``."""
 
-    _engine: EmbeddingEngine | None = PrivateAttr(default=None)
-
-    def model_post_init(self, context: Any, /) -> None:
-        """Open (or share) the engine now, so a bad folder is an error at construction."""
-        self._engine = self.open_engine()
-
     @property
     def engine(self) -> EmbeddingEngine:
         """The core engine (package facts: ``engine.describe()``)."""
         if self._engine is None:  # pragma: no cover - model_post_init opened it
             self._engine = self.open_engine()
-        return self._engine
+        engine: EmbeddingEngine = self._engine
+        return engine
 
     def embed_with_settings(
         self,
@@ -1083,15 +1433,6 @@ class EmbeddingSettings(BaseModel):
             progress=progress,
         )
 
-    def open_engine(self) -> EmbeddingEngine:
-        """The shared engine for these settings."""
-        return EmbeddingEngine.get(
-            self.model,
-            provider=self.provider,
-            shapes=self.shapes,
-            buckets=self.buckets,
-            provider_options=self.provider_options,
-            isolation=self.isolation,
-            onnx_file=self.onnx_file,
-            pooling=self.pooling,
-        )
+    def engine_settings(self) -> dict[str, Any]:
+        """The engine's settings, the pooling override among them."""
+        return {**super().engine_settings(), "pooling": self.pooling}
