@@ -33,6 +33,7 @@ from ryzenai_core.hub import resolve_model
 from ryzenai_core.kv_cache import kv_reuse_policy
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 from ryzenai_core.package import ModelPackage
+from ryzenai_core.rerank import is_rerank_folder
 from ryzenai_core.runtime import ENV_RELEASE, runtime_info
 
 from . import bench, chat, demo, doctor, listing, pull
@@ -149,6 +150,31 @@ def _embedding_info(path: Path, as_json: bool) -> int:
     return 0
 
 
+def _rerank_info(path: Path, as_json: bool) -> int:
+    from ryzenai_core.rerank import RerankEngine
+
+    facts = RerankEngine(path).describe()
+    if as_json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    shape = f"static {facts['static_shape']}" if facts["static_shape"] else "dynamic (batch, sequence)"
+    run = f"{facts['run_shapes']}" + (f", buckets {_fmt_buckets(facts['buckets'])}" if facts["buckets"] else "")
+    rows = [
+        ("reranker", f"{facts['name']}  ({facts['path']})"),
+        ("architecture", f"{facts['architecture'] or 'unknown'} ({facts['model_type'] or 'unknown type'}), one label"),
+        ("onnx file", f"{facts['onnx_file']}: inputs {', '.join(facts['inputs'])}; output {facts['output']}"),
+        ("pairs", f"{facts['pair_template']}; only the passage is truncated"),
+        ("max length", f"{facts['max_length']} tokens a pair ({facts['max_length_source']})"),
+        ("scores", f"{facts['activation']} of the logit ({facts['activation_source']})"),
+        ("graph shapes", shape),
+        ("provider", f"{facts['provider']}; runs {run}; sessions in {facts['isolation']}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0
+
+
 def _info(args: argparse.Namespace) -> int:
     path = resolve_model(args.path) if args.path else default_model_path()
     return show_info(path, as_json=args.json, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
@@ -158,6 +184,8 @@ def show_info(
     path: Path, *, as_json: bool = False, prompt_tokens: int | None = None, max_new_tokens: int | None = None
 ) -> int:
     """What ``info`` prints for a model folder (``pull`` prints it too); returns the exit code."""
+    if is_rerank_folder(path):
+        return _rerank_info(path, as_json)
     if is_embedding_folder(path):
         return _embedding_info(path, as_json)
     pkg = ModelPackage.open(path)
@@ -204,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser(
-        "info", help="describe a model package (mode, limits, buckets, cost of a prompt) or an embedding model"
+        "info",
+        help="describe a model package (mode, limits, buckets, cost of a prompt), an embedding model or a reranker",
     )
     info.add_argument("path", nargs="?", help=f"model folder (default: the embedded {DEFAULT_MODEL})")
     info.add_argument("--json", action="store_true", help="print one JSON object")

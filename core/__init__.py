@@ -3,7 +3,8 @@
 Model packages (:class:`ModelPackage`), bucketed context accounting
 (:class:`ContextBudget`, :class:`BudgetPlan`), chat templates (:class:`ChatTemplate`),
 streaming generation (:class:`Engine` -> :class:`Chunk`), embedding models
-(:class:`EmbeddingPackage`, :class:`EmbeddingEngine`) and the error hierarchy
+(:class:`EmbeddingPackage`, :class:`EmbeddingEngine`), rerankers (:class:`RerankPackage`,
+:class:`RerankEngine`) and the error hierarchy
 (:class:`RyzenAIError`). Imports neither LangChain nor LlamaIndex, and imports
 onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
 """
@@ -38,6 +39,7 @@ from .messages import ChatMessage, RawPrompt, ToolCall
 from .options import GenerationOptions, Guidance, ResponseFormat
 from .package import Mode, ModelPackage
 from .request import Request
+from .rerank import RerankEngine, RerankPackage, RerankResult
 from .streaming import Chunk, Timings, Usage
 
 try:
@@ -73,6 +75,9 @@ __all__ = [
     "ModelPackageError",
     "RawPrompt",
     "Request",
+    "RerankEngine",
+    "RerankPackage",
+    "RerankResult",
     "ResponseFormat",
     "RuntimeNotAvailableError",
     "RyzenAIError",

@@ -1,0 +1,452 @@
+"""Rerankers: a cross-encoder folder read once, a query and passages in, relevance scores out.
+
+A cross-encoder (``BertForSequenceClassification`` with one label such as
+cross-encoder/ms-marco-MiniLM-L6-v2, ``XLMRobertaForSequenceClassification`` such as
+BAAI/bge-reranker-base) reads a query and a passage together and gives one relevance logit.
+:class:`RerankPackage` reads a folder as Hugging Face ships them (``config.json``,
+``tokenizer.json``, ``onnx/model.onnx``); :class:`RerankEngine` runs it on the embedding
+engine's machinery (:class:`~ryzenai_core.embeddings.EncoderEngine`: providers, shapes,
+sessions in this process or a worker each, idle sessions closed)::
+
+    query, passages
+      -> pairs encoded as the model's tokenizer pairs them: [CLS] q [SEP] p [SEP]
+         (token_type_ids 0 then 1) or <s> q </s></s> p </s>; a pair over the maximum length
+         loses the end of its passage, never the query (reported, or refused on request)
+      -> sorted by length, batched: dynamic on the CPU; on the NPU padded to pair-length
+         buckets (128, 256, 512), a static shape each (padding is masked: it changes no score)
+      -> logits (pairs, 1) -> scores as sentence-transformers' CrossEncoder.predict gives them
+         for a one-logit model: the sigmoid (or the logit, when config.json names Identity)
+
+A model with two or more labels is a classifier (NLI, duplicate questions), not a relevance
+model: it is refused. onnxruntime and tokenizers come with the ``embeddings`` extra.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .embeddings import EncoderEngine, EncoderFolder, EncoderSettings, plan_batches
+from .errors import InvalidRequestError, UnsupportedModelError
+from .messages import check_prompt_text
+
+__all__ = [
+    "DEFAULT_RERANK_BUCKETS",
+    "RerankEngine",
+    "RerankPackage",
+    "RerankResult",
+    "RerankSettings",
+    "is_rerank_folder",
+]
+
+log = logging.getLogger("ryzenai_core")
+
+#: Pair-length buckets for static shapes: a question (a few dozen tokens) with a chunk of text.
+DEFAULT_RERANK_BUCKETS: tuple[int, ...] = (128, 256, 512)
+_EXAMPLES = "cross-encoder/ms-marco-MiniLM-L6-v2 or BAAI/bge-reranker-base"
+
+Activation = Literal["sigmoid", "identity"]
+
+
+def is_rerank_folder(path: str | os.PathLike[str]) -> bool:
+    """True for a folder that holds an ONNX ``*ForSequenceClassification`` model (a cross-encoder)."""
+    folder = Path(path)
+    config = folder / "config.json"
+    if not folder.is_dir() or (folder / "genai_config.json").is_file() or not config.is_file():
+        return False
+    if not (any(folder.glob("*.onnx")) or any(folder.glob("onnx/*.onnx"))):
+        return False
+    try:
+        import json
+
+        architectures = json.loads(config.read_text(encoding="utf-8-sig")).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return any(str(a).endswith("ForSequenceClassification") for a in architectures)
+
+
+def _labels(config: dict[str, Any]) -> tuple[int | None, str]:
+    id2label = config.get("id2label")
+    if isinstance(id2label, dict) and id2label:
+        return len(id2label), f"config.json id2label {dict(id2label)}"
+    if isinstance(config.get("num_labels"), int):
+        return config["num_labels"], "config.json num_labels"
+    return None, ""
+
+
+def _activation(config: dict[str, Any], given: Activation | None) -> tuple[Activation, str]:
+    if given is not None:
+        if given not in ("sigmoid", "identity"):
+            raise InvalidRequestError(f"activation {given!r} is not one of 'sigmoid', 'identity'")
+        return given, "given"
+    st = config.get("sentence_transformers")
+    named = st.get("activation_fn") if isinstance(st, dict) else None
+    source = "config.json sentence_transformers.activation_fn"
+    if named is None and config.get("sbert_ce_default_activation_function"):  # sentence-transformers < 4
+        named = config["sbert_ce_default_activation_function"]
+        source = "config.json sbert_ce_default_activation_function"
+    if named is None:
+        return "sigmoid", "default: sigmoid, as CrossEncoder.predict for a one-label model"
+    if str(named).endswith(".Sigmoid"):
+        return "sigmoid", source
+    if str(named).endswith(".Identity"):
+        return "identity", source
+    raise UnsupportedModelError(
+        f"{source} is {named!r}; the reranker applies a sigmoid or nothing (identity) to the logit. Pass "
+        "activation='sigmoid' or activation='identity', whichever fits the model's scores"
+    )
+
+
+@dataclass(frozen=True)
+class RerankPackage:
+    """A cross-encoder folder, read once.
+
+    Attributes:
+        path: the folder.
+        name: its name (a Hugging Face cache snapshot is named by its repository).
+        onnx_file: the ONNX model that runs.
+        tokenizer_file: ``tokenizer.json``.
+        architecture: ``config.json``'s architecture (``BertForSequenceClassification``), if any.
+        model_type: ``config.json``'s model_type, if any.
+        max_length: the longest pair in tokens (special tokens included).
+        max_length_source: which file set ``max_length``.
+        static_shape: ``(rows, sequence)`` when the graph's inputs have fixed sizes, else None.
+        inputs: the graph's inputs (input_ids, attention_mask and, for BERT, token_type_ids).
+        output: the graph output holding the logits.
+        activation: ``"sigmoid"`` or ``"identity"``: how a logit becomes a score.
+        activation_source: where ``activation`` came from.
+        fixed_rows: the graph's batch size when it is fixed.
+    """
+
+    path: Path
+    name: str
+    onnx_file: Path
+    tokenizer_file: Path
+    architecture: str | None
+    model_type: str | None
+    max_length: int
+    max_length_source: str
+    static_shape: tuple[int, int] | None
+    inputs: tuple[str, ...]
+    output: str
+    activation: Activation
+    activation_source: str
+    fixed_rows: int | None = None
+    outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, onnx_file: str | None = None, activation: Activation | None = None
+    ) -> RerankPackage:
+        """Read a cross-encoder folder.
+
+        Args:
+            path: the folder.
+            onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
+            activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
+
+        Raises:
+            ModelNotFoundError: no folder, or no ONNX model in it.
+            MissingTokenizerError: no ``tokenizer.json``.
+            LfsPointerError: the model, the tokenizer or a config is a Git LFS pointer.
+            UnsupportedModelError: not a sequence-classification model, more than one label, or
+                a graph without a logits output.
+            ConfigError: no maximum length anywhere.
+        """
+        base = EncoderFolder.read(
+            path, onnx_file=onnx_file, what="reranker", task="text-classification", example=_EXAMPLES.split()[0]
+        )
+        config = base.config
+        architectures = [str(a) for a in config.get("architectures") or []]
+        if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+            raise UnsupportedModelError(
+                f"{base.name} is a {architectures[0]} (config.json architectures), not a cross-encoder: a reranker "
+                f"is a *ForSequenceClassification model with one label, such as {_EXAMPLES}. An embedding model "
+                "goes to RyzenAIEmbeddings / RyzenAIEmbedding instead",
+                path=base.path,
+            )
+        outputs = base.outputs
+        model_file = base.onnx_file
+        rank2 = [n for n, d in outputs.items() if len(d) == 2]
+        output = "logits" if "logits" in outputs else (rank2[0] if len(rank2) == 1 else None)
+        if output is None:
+            shown = ", ".join(f"{n} {d}" for n, d in outputs.items())
+            raise UnsupportedModelError(
+                f"{model_file.name} has outputs {shown}: none is the logits (batch, labels) of a cross-encoder. "
+                "Export the model with optimum's text-classification task",
+                path=model_file,
+            )
+        labels, labels_source = _labels(config)
+        width = outputs[output][-1] if outputs[output] else None
+        if isinstance(width, int) and width > 0:
+            labels, labels_source = width, f"the graph's {output} {outputs[output]}"
+        if labels is not None and labels != 1:
+            raise UnsupportedModelError(
+                f"{base.name} has {labels} labels ({labels_source}): it is a classifier, not a relevance model. A "
+                "reranker needs one relevance logit per (query, passage) pair; a classifier's logits are per class "
+                f"and rank nothing. Use a one-label cross-encoder such as {_EXAMPLES}",
+                path=base.path,
+            )
+        chosen, activation_source = _activation(config, activation)
+        return cls(
+            path=base.path,
+            name=base.name,
+            onnx_file=model_file,
+            tokenizer_file=base.tokenizer_file,
+            architecture=architectures[0] if architectures else None,
+            model_type=config.get("model_type"),
+            max_length=base.max_length,
+            max_length_source=base.max_length_source,
+            static_shape=base.static_shape,
+            inputs=base.inputs,
+            output=output,
+            activation=chosen,
+            activation_source=activation_source,
+            fixed_rows=base.fixed_rows,
+            outputs=outputs,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready description (``ryzenai-llm info`` on a reranker folder)."""
+        return {
+            "kind": "reranker",
+            "name": self.name,
+            "path": str(self.path),
+            "onnx_file": str(self.onnx_file.relative_to(self.path)),
+            "architecture": self.architecture,
+            "model_type": self.model_type,
+            "max_length": self.max_length,
+            "max_length_source": self.max_length_source,
+            "shapes": "static" if self.static_shape else "dynamic",
+            "static_shape": list(self.static_shape) if self.static_shape else None,
+            "inputs": list(self.inputs),
+            "output": self.output,
+            "activation": self.activation,
+            "activation_source": self.activation_source,
+        }
+
+
+@dataclass(frozen=True)
+class RerankResult:
+    """Scores of the passages against the query, and what they cost.
+
+    Attributes:
+        scores: one score per passage, in the order given (sigmoid of the logit, or the logit).
+        logits: the model's logit of each pair.
+        tokens: tokens of each pair as run (after truncation, special tokens included).
+        truncated: indices of passages cut to fit the maximum length (the query is kept whole).
+        padding: pad tokens added over all runs (filler rows included).
+        shapes: the (rows, sequence) shape of each run, in order.
+    """
+
+    scores: list[float]
+    logits: list[float]
+    tokens: list[int]
+    truncated: list[int]
+    padding: int
+    shapes: list[tuple[int, int]]
+
+    @property
+    def ranking(self) -> list[int]:
+        """Passage indices, best first (equal scores keep their order)."""
+        return sorted(range(len(self.scores)), key=lambda i: (-self.scores[i], i))
+
+    def top(self, n: int | None) -> list[int]:
+        """The ``n`` best passages' indices, best first (all when None)."""
+        return self.ranking if n is None else self.ranking[:n]
+
+    @property
+    def padded_tokens(self) -> int:
+        """Tokens the model ran: real plus padding."""
+        return sum(self.tokens) + self.padding
+
+
+class RerankEngine(EncoderEngine[RerankPackage]):
+    """Runs one cross-encoder folder: a query and passages in, relevance scores out.
+
+    Sessions, shapes, providers and workers are :class:`~ryzenai_core.embeddings.EncoderEngine`'s
+    (its arguments); static shapes of a dynamic graph default to :data:`DEFAULT_RERANK_BUCKETS`.
+    Share one engine per folder and settings with :meth:`get`.
+    """
+
+    package_type = RerankPackage
+    package_options = ("onnx_file", "activation")
+    default_buckets = DEFAULT_RERANK_BUCKETS
+    cache_name = "rerank"
+    truncation = "only_second"
+    on_cpu = "reranking runs on the CPU"
+
+    def describe(self) -> dict[str, Any]:
+        """The package's description, how this engine runs it, and how the tokenizer pairs texts."""
+        out = super().describe()
+        out["pair_template"] = self.pair_template()
+        return out
+
+    def pair_template(self) -> str:
+        """How the tokenizer joins a query and a passage (``[CLS] query [SEP] passage [SEP]``)."""
+        enc = self._tokenizer.encode("query", "passage")
+        parts: list[str] = []
+        for token, seq in zip(enc.tokens, enc.sequence_ids, strict=True):
+            part = token if seq is None else ("query", "passage")[seq]
+            if not parts or part != parts[-1] or seq is None:
+                parts.append(part)
+        return " ".join(parts)
+
+    def rerank(
+        self,
+        query: str,
+        documents: Sequence[str],
+        *,
+        batch_size: int = 32,
+        on_overflow: Literal["truncate", "error"] = "truncate",
+        progress: Callable[[int], None] | None = None,
+    ) -> RerankResult:
+        """Score each passage against ``query``.
+
+        No passages give an empty result (a retriever may have found none).
+
+        Args:
+            query: the question (not blank).
+            documents: the passages (strings; a blank one is scored like any other).
+            batch_size: pairs per run with dynamic shapes (static runs hold the graph's rows).
+            on_overflow: ``"truncate"`` cuts the end of a passage whose pair is over the maximum
+                length (logged, and listed in :attr:`RerankResult.truncated`); ``"error"`` raises.
+            progress: called with the number of pairs done after each run.
+
+        Raises:
+            InvalidRequestError: a query that is blank, not a string, or so long that it leaves no
+                room for a passage; a passage that is not a string; a lone surrogate in either; a
+                pair over the maximum length with ``on_overflow="error"``; a bad option.
+            UnsupportedModelError: the graph's output is not one logit per pair.
+            WorkerDiedError: the worker process died during the call; the next call starts a new one.
+        """
+        import numpy as np
+
+        items = self._check(query, documents)
+        if on_overflow not in ("truncate", "error"):
+            raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
+        if batch_size < 1:
+            raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+        if not items:
+            return RerankResult(scores=[], logits=[], tokens=[], truncated=[], padding=0, shapes=[])
+        pkg = self.package
+        limit = pkg.max_length
+        room = limit - self._tokenizer.num_special_tokens_to_add(True)
+        query_tokens = len(self._tokenizer.encode(query, add_special_tokens=False).ids)
+        if query_tokens >= room:
+            raise InvalidRequestError(
+                f"the query is {query_tokens} tokens; with a pair's special tokens it leaves no room for a passage "
+                f"within {pkg.name}'s maximum of {limit} ({pkg.max_length_source}). Shorten the query: rerankers "
+                "are trained on questions of a few dozen tokens"
+            )
+        pairs = [(query, d) for d in items]
+        encodings = self._tokenizer.encode_batch(pairs)
+        over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
+        if over and on_overflow == "error":
+            i = over[0]
+            raise InvalidRequestError(
+                f"document {i} makes a pair of {len(encodings[i].ids)} tokens with the query, over {pkg.name}'s "
+                f"maximum of {limit} ({pkg.max_length_source}); {len(over)} pair(s) are too long. Split the "
+                f"documents into smaller chunks (under {room - query_tokens} tokens beside this query), or pass "
+                "on_overflow='truncate' to score the start of each"
+            )
+        if over:
+            for i, enc in zip(over, self._truncating.encode_batch([pairs[i] for i in over]), strict=True):
+                encodings[i] = enc
+            log.warning(
+                "%d of %d document(s) do not fit %s's maximum of %d tokens beside the query and were cut to their "
+                "first tokens (first: document %d); the query was kept whole. Use smaller chunks to rerank all of "
+                "each document",
+                len(over),
+                len(items),
+                pkg.name,
+                limit,
+                over[0],
+            )
+        lengths = [len(e.ids) for e in encodings]
+        batches = plan_batches(
+            lengths, batch_size=batch_size, buckets=self.buckets or None, static_rows=self.static_rows or None
+        )
+        logits = np.zeros(len(items), dtype=np.float32)
+        padding, shapes, done = 0, [], 0
+        for batch in batches:
+            out = self._run_batch(batch, encodings)
+            if out.ndim != 2 or out.shape[1] != 1:
+                raise UnsupportedModelError(
+                    f"{pkg.onnx_file.name}'s {pkg.output} has shape {list(out.shape)} for a batch of {batch.rows} "
+                    "pairs; a reranker needs one relevance logit per pair (batch, 1)",
+                    path=pkg.onnx_file,
+                )
+            logits[list(batch.indices)] = out[: len(batch.indices), 0]
+            padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
+            shapes.append((batch.rows, batch.length))
+            done += len(batch.indices)
+            if progress is not None:
+                progress(done)
+        scores = 1.0 / (1.0 + np.exp(-logits)) if pkg.activation == "sigmoid" else logits
+        return RerankResult(
+            scores=scores.astype(np.float32).tolist(),
+            logits=logits.tolist(),
+            tokens=lengths,
+            truncated=over,
+            padding=padding,
+            shapes=shapes,
+        )
+
+    @staticmethod
+    def _check(query: str, documents: Sequence[str]) -> list[str]:
+        if not isinstance(query, str):
+            raise InvalidRequestError(f"the query is a {type(query).__name__}, not a string: pass the question's text")
+        if not query.strip():
+            raise InvalidRequestError(
+                f"the query is blank ({query!r}): there is nothing to rank the documents against; send the question"
+            )
+        check_prompt_text(query)
+        if isinstance(documents, str):
+            raise InvalidRequestError(
+                f"documents is one string ({documents[:40]!r}...); pass a list of strings (one per passage)"
+            )
+        items = list(documents)
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise InvalidRequestError(f"document {i} is a {type(text).__name__}, not a string: pass strings only")
+            check_prompt_text(text)
+        return items
+
+
+class RerankSettings(EncoderSettings):
+    """What both framework faces take to choose and run a reranker (a pydantic mixin)."""
+
+    engine_class = RerankEngine
+
+    model: str = Field(description="cross-encoder folder, or Hugging Face repository id")
+    top_n: int | None = Field(default=3, ge=1)
+    """How many documents to return, best first (None: all of them, reordered)."""
+    batch_size: int = Field(default=32, ge=1)
+    """Pairs per run with dynamic shapes."""
+    activation: Activation | None = None
+    """How a logit becomes a score (default: as config.json says; a sigmoid, as CrossEncoder.predict)."""
+    on_overflow: Literal["truncate", "error"] = "truncate"
+    """A pair over the maximum length: ``truncate`` its passage (logged, listed in the result) or ``error``."""
+
+    @property
+    def engine(self) -> RerankEngine:
+        """The core engine (package facts: ``engine.describe()``)."""
+        if self._engine is None:  # pragma: no cover - model_post_init opened it
+            self._engine = self.open_engine()
+        engine: RerankEngine = self._engine
+        return engine
+
+    def engine_settings(self) -> dict[str, Any]:
+        """The engine's settings, the activation override among them."""
+        return {**super().engine_settings(), "activation": self.activation}
+
+    def rerank_with_settings(self, query: str, documents: Sequence[str]) -> RerankResult:
+        """:meth:`RerankEngine.rerank` with these settings' batch size and overflow policy."""
+        return self.engine.rerank(query, documents, batch_size=self.batch_size, on_overflow=self.on_overflow)
