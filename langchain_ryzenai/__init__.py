@@ -1,4 +1,4 @@
-"""LangChain face of ryzenai-llm: :class:`ChatRyzenAI` and :class:`RyzenAIEmbeddings`."""
+"""LangChain face of ryzenai-llm: :class:`ChatRyzenAI`, :class:`RyzenAIEmbeddings` and :class:`RyzenAIRerank`."""
 
 from ryzenai_core._compat import require_framework
 
@@ -8,5 +8,6 @@ from ryzenai_core import __version__  # noqa: E402
 
 from .chat_models import ChatRyzenAI  # noqa: E402
 from .embeddings import RyzenAIEmbeddings  # noqa: E402
+from .rerank import RyzenAIRerank  # noqa: E402
 
-__all__ = ["ChatRyzenAI", "RyzenAIEmbeddings", "__version__"]
+__all__ = ["ChatRyzenAI", "RyzenAIEmbeddings", "RyzenAIRerank", "__version__"]

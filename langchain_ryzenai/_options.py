@@ -143,6 +143,34 @@ def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[s
     return out
 
 
+def _refuse_unknown(
+    cls: type[pydantic.BaseModel], kwargs: Mapping[str, Any], base: type[pydantic.BaseModel], note: str = "."
+) -> None:
+    """Refuse constructor arguments that name no field of ``cls``, with the closest known name.
+
+    Args:
+        cls: the class being built.
+        kwargs: its constructor arguments.
+        base: the framework's base class, whose fields the message leaves out of "takes".
+        note: what the message says after the list of ``cls``'s own fields.
+
+    Raises:
+        InvalidRequestError: an unknown parameter.
+    """
+    every = _field_names(cls, cls.model_fields)
+    accepted = {n for names in every.values() for n in names}
+    unknown = [k for k in kwargs if k not in accepted]
+    if unknown:
+        own = sorted(set(cls.model_fields) - set(base.model_fields) - {"api_key", "base_url"})
+        problems = []
+        for key in unknown:
+            match = _close_match(key, accepted)
+            problems.append(
+                f"{cls.__name__} got an unknown parameter {key!r}" + (f"; did you mean {match!r}?" if match else ".")
+            )
+        raise InvalidRequestError(" ".join(problems) + f" {cls.__name__} takes {', '.join(own)}{note}")
+
+
 def _init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Constructor arguments, checked, with the generation options of ``model_kwargs`` moved to their fields.
 
@@ -150,21 +178,13 @@ def _init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, 
         InvalidRequestError: an unknown parameter; an option given both directly and in
             ``model_kwargs`` with different values; an option ChatRyzenAI does not have.
     """
-    every = _field_names(cls, cls.model_fields)
-    accepted = {n for names in every.values() for n in names}
-    unknown = [k for k in kwargs if k not in accepted]
-    if unknown:
-        own = sorted(set(cls.model_fields) - set(BaseChatModel.model_fields) - {"api_key", "base_url"})
-        problems = []
-        for key in unknown:
-            match = _close_match(key, accepted)
-            problems.append(
-                f"{cls.__name__} got an unknown parameter {key!r}" + (f"; did you mean {match!r}?" if match else ".")
-            )
-        raise InvalidRequestError(
-            " ".join(problems) + f" {cls.__name__} takes {', '.join(own)} (and LangChain's callbacks, tags, "
-            "metadata, cache, rate_limiter, ...); chat-template variables go in model_kwargs."
-        )
+    _refuse_unknown(
+        cls,
+        kwargs,
+        BaseChatModel,
+        " (and LangChain's callbacks, tags, metadata, cache, rate_limiter, ...); chat-template variables go in "
+        "model_kwargs.",
+    )
     extra = kwargs.get("model_kwargs")
     if not isinstance(extra, Mapping) or not extra:
         return kwargs

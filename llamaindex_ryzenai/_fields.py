@@ -1,4 +1,4 @@
-"""RyzenAILLM's constructor fields: aliases resolved, unknown names refused with the closest ones."""
+"""Constructor fields of the LlamaIndex classes: aliases resolved, unknown names refused with the closest ones."""
 
 from __future__ import annotations
 
@@ -12,10 +12,13 @@ from llama_index.core.schema import BaseComponent
 FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
 
 
-def checked_fields(cls: type[BaseComponent], data: Mapping[str, Any]) -> dict[str, Any]:
+def checked_fields(
+    cls: type[BaseComponent], data: Mapping[str, Any], aliases: Mapping[str, str] = FIELD_ALIASES
+) -> dict[str, Any]:
     """Constructor (or ``model_copy`` update) fields with aliases resolved; unknown names refused.
 
     ``class_name`` (added by ``to_dict`` / ``model_dump``) is dropped when it names this class.
+    ``aliases`` are other names of fields (default: the LLM's, :data:`FIELD_ALIASES`).
 
     Raises:
         ValueError: an unknown field (with the closest accepted names), another class's
@@ -29,7 +32,7 @@ def checked_fields(cls: type[BaseComponent], data: Mapping[str, Any]) -> dict[st
                 f"load them with that class (or llama_index.core.llms.loading.load_llm)"
             )
         del fields["class_name"]
-    for alias, name in FIELD_ALIASES.items():
+    for alias, name in aliases.items():
         if alias in fields:
             value = fields.pop(alias)
             if name in fields and fields[name] != value:
@@ -43,11 +46,11 @@ def checked_fields(cls: type[BaseComponent], data: Mapping[str, Any]) -> dict[st
     if unknown:
         named = []
         for key in unknown:
-            close = difflib.get_close_matches(str(key), [*accepted, *FIELD_ALIASES], n=2, cutoff=0.6)
+            close = difflib.get_close_matches(str(key), [*accepted, *aliases], n=2, cutoff=0.6)
             hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             named.append(f"{key!r}{hint}")
+        also = f" (and {', '.join(f'{a} for {n}' for a, n in aliases.items())})" if aliases else ""
         raise ValueError(
-            f"{cls.__name__} got unknown field(s) {', '.join(named)}; accepted fields: {', '.join(accepted)} "
-            f"(and {', '.join(f'{a} for {n}' for a, n in FIELD_ALIASES.items())})"
+            f"{cls.__name__} got unknown field(s) {', '.join(named)}; accepted fields: {', '.join(accepted)}{also}"
         )
     return fields

@@ -173,7 +173,7 @@ def test_identity_and_langsmith_params():
 
 def test_exports():
     assert langchain_ryzenai.__all__ == sorted(langchain_ryzenai.__all__)
-    assert set(langchain_ryzenai.__all__) == {"ChatRyzenAI", "RyzenAIEmbeddings", "__version__"}
+    assert set(langchain_ryzenai.__all__) == {"ChatRyzenAI", "RyzenAIEmbeddings", "RyzenAIRerank", "__version__"}
     from importlib.metadata import version
 
     assert langchain_ryzenai.__version__ == version("ryzenai-llm")

@@ -523,7 +523,7 @@ def test_exports_are_sorted_and_complete():
     import llamaindex_ryzenai
 
     assert llamaindex_ryzenai.__all__ == sorted(llamaindex_ryzenai.__all__)
-    assert {"BucketPackingPostprocessor", "PackageTokenizer", "RyzenAILLM", "__version__"} <= set(
+    assert {"BucketPackingPostprocessor", "PackageTokenizer", "RyzenAILLM", "RyzenAIRerank", "__version__"} <= set(
         llamaindex_ryzenai.__all__
     )
     for name in llamaindex_ryzenai.__all__:
