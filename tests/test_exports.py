@@ -72,7 +72,11 @@ def test_wheel_adds_llamaindex_namespace_modules_and_no_namespace_init(wheel):
     """llama_index/ and llama_index/llms/ belong to every LlamaIndex distribution: an __init__.py of ours would
     make them regular packages and hide llama-index-core and the other integrations."""
     ours = sorted(n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("llama_index/"))
-    assert ours == ["llama_index/embeddings/ryzenai/__init__.py", "llama_index/llms/ryzenai/__init__.py"]
+    assert ours == [
+        "llama_index/embeddings/ryzenai/__init__.py",
+        "llama_index/llms/ryzenai/__init__.py",
+        "llama_index/postprocessor/ryzenai_rerank/__init__.py",
+    ]
 
 
 @pytest.mark.slow
@@ -105,8 +109,11 @@ from llama_index.core.llms import LLM
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.llms.ryzenai import RyzenAILLM
 from llama_index.embeddings.ryzenai import RyzenAIEmbedding
+from llama_index.postprocessor.ryzenai_rerank import RyzenAIRerank
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 assert RyzenAILLM is llamaindex_ryzenai.RyzenAILLM and issubclass(RyzenAILLM, LLM)
 assert RyzenAIEmbedding is llamaindex_ryzenai.RyzenAIEmbedding and issubclass(RyzenAIEmbedding, BaseEmbedding)
+assert RyzenAIRerank is llamaindex_ryzenai.RyzenAIRerank and issubclass(RyzenAIRerank, BaseNodePostprocessor)
 import llama_index.llms.ryzenai as ns
 print(ns.__file__, ryzenai_core.__file__, llama_index.core.__file__, sep="\\n")
 """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import threading
 
 import pytest
@@ -12,6 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from conftest import FIXTURES
+from hf_cache import cache_repository
 from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
 from ryzenai_core import InvalidRequestError
 from ryzenai_core.hub import resolve_model
@@ -117,11 +117,8 @@ async def test_acompress_documents_runs_off_the_event_loop_thread():
 def test_a_hugging_face_repo_id_resolves_from_the_cache(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    commit = "89abcdef0123456789abcdef0123456789abcdef"
-    repo = tmp_path / "hub" / "models--cross-encoder--tiny-ms-marco"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-    shutil.copytree(BERT, repo / "snapshots" / commit)
+    snapshot = cache_repository(tmp_path / "hub", "cross-encoder/tiny-ms-marco", BERT)
+    assert (snapshot / "onnx" / "model.onnx").is_symlink()  # into blobs/, as huggingface_hub leaves it
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     reranker = RyzenAIRerank(model="cross-encoder/tiny-ms-marco")
@@ -140,3 +137,17 @@ def test_copies_share_the_engine_and_pickles_rank_the_same():
     restored = pickle.loads(pickle.dumps(reranker))
     assert restored.top_n == 2 and restored.engine.package == reranker.engine.package
     assert restored.rerank(TEXTS, QUERY) == reranker.rerank(TEXTS, QUERY)
+
+
+def test_dumps_and_loads_round_trip_the_settings():
+    import warnings
+
+    from langchain_core.load import dumps, loads
+
+    reranker = RyzenAIRerank(model=str(XLMR), top_n=2, batch_size=8, on_overflow="error")
+    text = dumps(reranker)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LangChainBetaWarning: loads is in beta
+        again = loads(text, valid_namespaces=["langchain_ryzenai"], allowed_objects=[RyzenAIRerank])
+    assert type(again) is RyzenAIRerank and (again.top_n, again.batch_size, again.on_overflow) == (2, 8, "error")
+    assert again.engine is reranker.engine and again.rerank(TEXTS, QUERY) == reranker.rerank(TEXTS, QUERY)
