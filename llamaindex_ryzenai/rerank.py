@@ -6,6 +6,7 @@ Data flow::
       -> ryzenai_core.rerank.RerankEngine.rerank: (query, node text as the embedder sees it)
          pairs, sorted by length, padded to pair-length buckets on the NPU, one score each
       -> the best ``top_n`` nodes, best first, their scores replaced by the reranker's
+         (LlamaIndex's ReRankStartEvent / ReRankEndEvent and a RERANKING callback event around it)
 
 In a query engine, retrieve wide, rerank, then pack the prompt to the NPU's bucket:
 ``index.as_query_engine(similarity_top_k=20, node_postprocessors=[RyzenAIRerank(model=..., top_n=6),
@@ -17,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
@@ -26,6 +29,8 @@ from ryzenai_core.rerank import RerankSettings
 from ._fields import checked_fields
 
 __all__ = ["RyzenAIRerank"]
+
+dispatcher = get_dispatcher(__name__)
 
 
 class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
@@ -72,7 +77,11 @@ class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):  # type: ignore[misc
                 "RyzenAIRerank needs the query to rank nodes against: call postprocess_nodes(nodes, query_str=...) "
                 "or query_bundle=QueryBundle(...) (a query engine passes it)"
             )
+        dispatcher.event(
+            ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n or len(nodes), model_name=self.model)
+        )
         if not nodes:
+            dispatcher.event(ReRankEndEvent(nodes=[]))
             return []
         texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
         payload: dict[str, Any] = {
@@ -85,4 +94,5 @@ class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):  # type: ignore[misc
             result = self.rerank_with_settings(query_bundle.query_str, texts)
             ranked = [NodeWithScore(node=nodes[i].node, score=result.scores[i]) for i in result.top(self.top_n)]
             event.on_end(payload={EventPayload.NODES: ranked})
+        dispatcher.event(ReRankEndEvent(nodes=ranked))
         return ranked

@@ -137,3 +137,13 @@ def test_serialisation_and_copies():
     assert [n.node.node_id for n in again.postprocess_nodes(nodes, query_str=QUERY)] == [
         n.node.node_id for n in reranker.postprocess_nodes(nodes, query_str=QUERY)
     ]
+
+
+def test_instrumentation_sees_rerank_start_and_end_events(llamaindex_events):
+    from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+
+    out = RyzenAIRerank(model=str(BERT), top_n=2).postprocess_nodes(_nodes(TEXTS), query_str=QUERY)
+    (start,) = [e for e in llamaindex_events if isinstance(e, ReRankStartEvent)]
+    (end,) = [e for e in llamaindex_events if isinstance(e, ReRankEndEvent)]
+    assert (start.top_n, start.model_name, len(start.nodes), start.query.query_str) == (2, str(BERT), len(TEXTS), QUERY)
+    assert end.nodes == out
