@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from ryzenai_cli.demo import DEMO_DOCS, Budget, load_documents
@@ -84,3 +87,35 @@ def test_demo_without_a_framework_says_what_to_install(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: the demo runs both frameworks and needs them installed: pip install 'ryzenai-llm[all]'")
+
+
+def test_demo_retrieves_wide_reranks_and_generates_showing_each_stage(capsys, tmp_path):
+    from langchain_core.documents import Document
+    from llama_index.core import QueryBundle
+
+    from langchain_ryzenai import RyzenAIRerank as LangChainRerank
+    from langchain_ryzenai.demo import build_retriever
+    from llamaindex_ryzenai import RyzenAILLM
+    from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
+    from llamaindex_ryzenai.demo import build_query_engine
+    from ryzenai_core.rerank import RerankEngine
+
+    fixtures = Path(__file__).parent / "fixtures"
+    embed, rerank = fixtures / "embeddings" / "tiny-bert-st", fixtures / "rerank" / "tiny-bert-cross-encoder"
+    texts = [f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}." for i in range(4)]
+    question = "Who built the Vexlar probe number 1?"
+    best = RerankEngine(rerank).rerank(question, texts).top(2)  # what the LLM must get: the reranker's two
+    retriever = build_retriever([Document(page_content=t) for t in texts], reranker=LangChainRerank(model=str(rerank), top_n=2))
+    assert [d.page_content for d in retriever.invoke(question)] == [texts[i] for i in best]
+    engine = build_query_engine(RyzenAILLM(model="tiny-qa-llama"), texts, reranker=LlamaIndexRerank(model=str(rerank), top_n=2))
+    assert [n.node.get_content() for n in engine.retrieve(QueryBundle(question))] == [texts[i] for i in best]
+    for i, t in enumerate(texts):
+        (tmp_path / f"d{i}.txt").write_text(t)
+    code = main(["demo", "--docs", str(tmp_path), "--question", question, "--max-new-tokens", "4",
+                 "--embed-model", str(embed), "--rerank-model", str(rerank)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "(4 documents, tiny-bert-st embeddings on CPUExecutionProvider, all 4 reranked by tiny-bert-cross-encoder" in out
+    assert "LangChain retriever | RyzenAIRerank | prompt | ChatRyzenAI | parser" in out
+    assert "LlamaIndex query engine on RyzenAILLM, RyzenAIRerank postprocessor" in out
+    assert len(re.findall(r"retrieve \d+ ms, rerank \d+ ms, first token \d+ ms, generate \d+ ms", out)) == 2
