@@ -63,6 +63,7 @@ from .errors import (
     WorkerDiedError,
 )
 from .hub import package_name
+from .messages import check_prompt_text
 from .package import _is_lfs_pointer, _read_json
 
 if TYPE_CHECKING:
@@ -858,6 +859,12 @@ class EncoderEngine(Generic[P]):
     """How the truncating tokenizer cuts an input over the maximum length (a pair's passage: ``only_second``)."""
     on_cpu: ClassVar[str] = "embeddings run on the CPU"
     """The start of the note (logged once per kind) that this kind of engine runs on the CPU."""
+    missing_hint: ClassVar[str] = (
+        "embedding model folder {model!r} does not exist; pass a folder as Hugging Face ships "
+        "sentence-transformers models (onnx/model.onnx or model.onnx beside tokenizer.json), or a Hugging Face "
+        "repository id like 'BAAI/bge-small-en-v1.5' (downloaded on first use)"
+    )
+    """What :meth:`get` says of a local folder that does not exist (``{model}``: the path as given)."""
 
     def __init__(
         self,
@@ -971,7 +978,7 @@ class EncoderEngine(Generic[P]):
         """The shared engine for a folder, an embedded name or a Hugging Face repo id, and these settings."""
         from .hub import resolve_model
 
-        path = resolve_model(model).resolve()
+        path = resolve_model(model, missing_hint=cls.missing_hint).resolve()
         opened = {name: settings.pop(name, None) for name in cls.package_options}
         given = inspect.signature(cls.__init__).bind(None, None, **settings)
         given.apply_defaults()  # the same engine whether a default is given or left out
@@ -1241,11 +1248,14 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         batch_size: int = 32,
         on_overflow: Literal["truncate", "error"] = "truncate",
         progress: Callable[[int], None] | None = None,
+        blank: Literal["error", "embed"] = "error",
     ) -> EmbeddingResult:
         """Embed ``texts``.
 
+        No texts give an empty result (a filter may have removed every document).
+
         Args:
-            texts: non-empty texts (at least one).
+            texts: the texts.
             kind: ``"query"`` or ``"document"``: picks the default instruction.
             instruction: prefix for every text (default: the package's for ``kind``).
             normalize: L2-normalise (default: the package's setting).
@@ -1253,19 +1263,27 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             on_overflow: ``"truncate"`` cuts texts longer than the maximum length (logged, and
                 listed in :attr:`EmbeddingResult.truncated`); ``"error"`` raises instead.
             progress: called with the number of texts done after each run.
+            blank: a text that is empty or only whitespace: ``"error"`` refuses it; ``"embed"``
+                embeds it as the model's special tokens alone (what sentence-transformers gives
+                such a text), with a warning naming it.
 
         Raises:
-            InvalidRequestError: no texts, a text that is empty or not a string, a text over the
-                maximum length with ``on_overflow="error"``, or a bad option.
+            InvalidRequestError: a text that is not a string, holds a lone surrogate or (with
+                ``blank="error"``) is blank, a text over the maximum length with
+                ``on_overflow="error"``, or a bad option.
             WorkerDiedError: the worker process died during the call; the next call starts a new one.
         """
         import numpy as np
 
-        items = self._check_texts(texts)
+        if blank not in ("error", "embed"):
+            raise InvalidRequestError(f"blank {blank!r} is not one of 'error', 'embed'")
+        items = self._check_texts(texts, blank=blank)
         if on_overflow not in ("truncate", "error"):
             raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
         if batch_size < 1:
             raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+        if not items:
+            return EmbeddingResult(vectors=[], tokens=[], truncated=[], padding=0, shapes=[])
         prefix = self.instruction(kind) if instruction is None else instruction
         full = [prefix + t for t in items]
         encodings = self._tokenizer.encode_batch(full)
@@ -1318,21 +1336,33 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         )
 
     @staticmethod
-    def _check_texts(texts: Sequence[str]) -> list[str]:
+    def _check_texts(texts: Sequence[str], *, blank: Literal["error", "embed"] = "error") -> list[str]:
         if isinstance(texts, str):
             raise InvalidRequestError(
                 f"texts is one string ({texts[:40]!r}...); pass a list of strings (embed_query takes one text)"
             )
         items = list(texts)
-        if not items:
-            raise InvalidRequestError("texts is an empty list: pass at least one text to embed")
+        blanks = []
         for i, text in enumerate(items):
             if not isinstance(text, str):
                 raise InvalidRequestError(f"text {i} is a {type(text).__name__}, not a string: pass strings only")
+            check_prompt_text(text, f"text {i}")
             if not text.strip():
-                raise InvalidRequestError(
-                    f"text {i} is empty ({text!r}): an empty text has no meaning to embed; drop it before embedding"
-                )
+                if blank == "error":
+                    raise InvalidRequestError(
+                        f"text {i} is empty ({text!r}): an empty text has no meaning to embed; drop it before "
+                        "embedding"
+                    )
+                blanks.append(i)
+        if blanks:
+            log.warning(
+                "%d of %d text(s) are empty or only whitespace (first: text %d, %r) and were embedded as an empty "
+                "text (the model's special tokens alone); drop blank texts before embedding to leave them out",
+                len(blanks),
+                len(items),
+                blanks[0],
+                items[blanks[0]],
+            )
         return items
 
     def _session_pooling(self) -> Pooling | None:
@@ -1421,6 +1451,7 @@ class EmbeddingSettings(EncoderSettings):
         instruction: str | None,
         batch_size: int,
         progress: Callable[[int], None] | None = None,
+        blank: Literal["error", "embed"] = "error",
     ) -> EmbeddingResult:
         """:meth:`EmbeddingEngine.embed` with these settings' normalisation and overflow policy."""
         return self.engine.embed(
@@ -1431,6 +1462,7 @@ class EmbeddingSettings(EncoderSettings):
             batch_size=batch_size,
             on_overflow=self.on_overflow,
             progress=progress,
+            blank=blank,
         )
 
     def engine_settings(self) -> dict[str, Any]:

@@ -114,6 +114,7 @@ def resolve_model(
     revision: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     offline: bool | None = None,
+    missing_hint: str | None = None,
 ) -> Path:
     """The local folder for ``model``.
 
@@ -123,6 +124,8 @@ def resolve_model(
         revision: branch, tag or commit of a repository.
         cache_dir: the Hugging Face cache (default: ``HF_HUB_CACHE`` / ``~/.cache/huggingface``).
         offline: never download (default: the ``HF_HUB_OFFLINE`` environment variable).
+        missing_hint: what a missing local folder's message says after "does not exist"
+            (default: an LLM package's, the folder that holds genai_config.json).
 
     Raises:
         ModelNotFoundError: not a folder, not embedded, and not in the cache while offline
@@ -139,11 +142,11 @@ def resolve_model(
         str(path.parent) not in ("", ".") and path.parent.is_dir()
     )
     if local:
-        raise ModelNotFoundError(
-            f"model folder {text!r} does not exist; pass the folder that holds genai_config.json (for AMD's "
-            "packages: `git clone` the model repository, then `git lfs pull` in it)",
-            path=path,
+        hint = missing_hint or (
+            "model folder {model!r} does not exist; pass the folder that holds genai_config.json (for AMD's "
+            "packages: `git clone` the model repository, then `git lfs pull` in it)"
         )
+        raise ModelNotFoundError(hint.format(model=text), path=path)
     if not _REPO_ID.match(text):
         raise ModelNotFoundError(
             f"model {text!r} is neither a folder nor a Hugging Face repository id like "

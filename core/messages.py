@@ -186,12 +186,16 @@ def check_text(messages: Sequence[ChatMessage]) -> None:
                 raise _surrogate_error(f"the {name} of message #{i} ({message.role})", text, match)
 
 
-def check_prompt_text(text: str) -> None:
+def check_prompt_text(text: str, where: str = "the prompt") -> None:
     """Refuse a prompt (or any text to tokenize) holding a lone surrogate, naming the position.
+
+    Args:
+        text: the text.
+        where: which text it is, for the message (``"text 3"``, ``"document 0"``).
 
     Raises:
         InvalidRequestError: a lone surrogate in ``text``.
     """
     match = _SURROGATE.search(text)
     if match is not None:
-        raise _surrogate_error("the prompt", text, match)
+        raise _surrogate_error(where, text, match)

@@ -276,6 +276,11 @@ class RerankEngine(EncoderEngine[RerankPackage]):
     """
 
     package_type = RerankPackage
+    missing_hint = (
+        "reranker folder {model!r} does not exist; pass a cross-encoder folder as Hugging Face ships them "
+        "(config.json, tokenizer.json, onnx/model.onnx), or a Hugging Face repository id like "
+        "'cross-encoder/ms-marco-MiniLM-L6-v2' (downloaded on first use)"
+    )
     package_options = ("onnx_file", "activation")
     default_buckets = DEFAULT_RERANK_BUCKETS
     cache_name = "rerank"
@@ -407,7 +412,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
             raise InvalidRequestError(
                 f"the query is blank ({query!r}): there is nothing to rank the documents against; send the question"
             )
-        check_prompt_text(query)
+        check_prompt_text(query, "the query")
         if isinstance(documents, str):
             raise InvalidRequestError(
                 f"documents is one string ({documents[:40]!r}...); pass a list of strings (one per passage)"
@@ -416,7 +421,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
         for i, text in enumerate(items):
             if not isinstance(text, str):
                 raise InvalidRequestError(f"document {i} is a {type(text).__name__}, not a string: pass strings only")
-            check_prompt_text(text)
+            check_prompt_text(text, f"document {i}")
         return items
 
 

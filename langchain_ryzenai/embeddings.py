@@ -12,6 +12,8 @@ from pydantic import ConfigDict, Field
 
 from ryzenai_core.embeddings import EmbeddingResult, EmbeddingSettings
 
+from ._options import _refuse_unknown
+
 __all__ = ["RyzenAIEmbeddings"]
 
 
@@ -45,7 +47,13 @@ class RyzenAIEmbeddings(EmbeddingSettings, Embeddings, Serializable):  # type: i
     """Show a progress bar over the texts of embed_documents."""
 
     def __init__(self, **data: Any) -> None:
-        """Build from the settings' fields (``model``, ``provider``, ``shapes``, ...) and the ones below."""
+        """Build from the settings' fields (``model``, ``provider``, ``shapes``, ...) and the ones below.
+
+        Raises:
+            InvalidRequestError: an unknown parameter (with the closest known name).
+            pydantic.ValidationError: a value out of range.
+        """
+        _refuse_unknown(type(self), data, Serializable)
         super().__init__(**data)
 
     @classmethod
@@ -81,7 +89,7 @@ class RyzenAIEmbeddings(EmbeddingSettings, Embeddings, Serializable):  # type: i
                 bar.close()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text."""
+        """One vector per text (none for no texts, as LangChain's embeddings do)."""
         vectors: list[list[float]] = self.embed(texts).vectors
         return vectors
 

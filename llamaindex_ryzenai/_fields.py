@@ -8,6 +8,8 @@ from typing import Any
 
 from llama_index.core.schema import BaseComponent
 
+from ryzenai_core.errors import InvalidRequestError
+
 #: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
 FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
 
@@ -21,13 +23,13 @@ def checked_fields(
     ``aliases`` are other names of fields (default: the LLM's, :data:`FIELD_ALIASES`).
 
     Raises:
-        ValueError: an unknown field (with the closest accepted names), another class's
-            ``class_name``, or an alias and its field given different values.
+        InvalidRequestError: an unknown field (with the closest accepted names), another class's
+            ``class_name``, or an alias and its field given different values (a ``ValueError``).
     """
     fields = dict(data)
     if "class_name" in fields:
         if fields["class_name"] != cls.class_name():
-            raise ValueError(
+            raise InvalidRequestError(
                 f"class_name={fields['class_name']!r}: these fields describe another LLM, not {cls.class_name()}; "
                 f"load them with that class (or llama_index.core.llms.loading.load_llm)"
             )
@@ -36,7 +38,7 @@ def checked_fields(
         if alias in fields:
             value = fields.pop(alias)
             if name in fields and fields[name] != value:
-                raise ValueError(
+                raise InvalidRequestError(
                     f"{alias}={value!r} and {name}={fields[name]!r} disagree ({alias} is another name for "
                     f"{name}); pass only {name}"
                 )
@@ -50,7 +52,7 @@ def checked_fields(
             hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
             named.append(f"{key!r}{hint}")
         also = f" (and {', '.join(f'{a} for {n}' for a, n in aliases.items())})" if aliases else ""
-        raise ValueError(
+        raise InvalidRequestError(
             f"{cls.__name__} got unknown field(s) {', '.join(named)}; accepted fields: {', '.join(accepted)}{also}"
         )
     return fields

@@ -10,6 +10,8 @@ from pydantic import Field
 
 from ryzenai_core.embeddings import EmbeddingSettings
 
+from ._fields import checked_fields
+
 __all__ = ["RyzenAIEmbedding"]
 
 
@@ -19,7 +21,9 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):  # type: ignore[misc] 
     ``model`` is an embedding folder (Hugging Face's sentence-transformers layout with
     ``onnx/model.onnx``, or AMD's static export) or a Hugging Face repository id. LlamaIndex
     batches texts by ``embed_batch_size`` (each batch is one engine call, sorted by length and
-    padded to buckets on the NPU). LlamaIndex's default chunk size (1024 tokens) is longer than
+    padded to buckets on the NPU). A node whose text is only whitespace (LlamaIndex's index
+    skips only empty ones) is embedded as an empty text, with a warning naming it, as
+    LlamaIndex's own embedding models embed it. LlamaIndex's default chunk size (1024 tokens) is longer than
     most embedding models take (512): such chunks are truncated and logged; set
     ``Settings.chunk_size`` below the model's ``max_length``, or ``on_overflow="error"``.
 
@@ -36,6 +40,12 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):  # type: ignore[misc] 
     text_instruction: str | None = Field(default=None, description="prefix for documents (default: none)")
 
     def __init__(self, **data: Any) -> None:
+        """Build the embedding model; unknown fields are refused with the closest known names.
+
+        Raises:
+            InvalidRequestError: an unknown field (``batchsize``: did you mean ``embed_batch_size``?).
+        """
+        data = checked_fields(type(self), data, aliases={})
         data.setdefault("model_name", str(data.get("model", "")))
         super().__init__(**data)
 
@@ -47,7 +57,11 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):  # type: ignore[misc] 
     def _embed(self, texts: list[str], kind: Literal["query", "document"]) -> list[Embedding]:
         instruction = self.query_instruction if kind == "query" else self.text_instruction
         vectors: list[Embedding] = self.embed_with_settings(
-            texts, kind=kind, instruction=instruction, batch_size=self.embed_batch_size
+            texts,
+            kind=kind,
+            instruction=instruction,
+            batch_size=self.embed_batch_size,
+            blank="embed" if kind == "document" else "error",
         ).vectors
         return vectors
 

@@ -84,7 +84,7 @@ def test_batch_size_normalize_and_pooling_options():
     np.testing.assert_allclose(cls, RyzenAIEmbeddings(model=str(TINY_STATIC)).embed_documents(texts[:2]), atol=1e-5)
     with pytest.raises(ValueError, match="batch_size"):
         RyzenAIEmbeddings(model=str(TINY_ST), batch_size=0)
-    with pytest.raises(ValueError, match="Extra inputs are not permitted"):
+    with pytest.raises(InvalidRequestError, match="RyzenAIEmbeddings got an unknown parameter 'chunk_size'"):
         RyzenAIEmbeddings(model=str(TINY_ST), chunk_size=10)  # type: ignore[call-arg]
 
 
@@ -96,8 +96,7 @@ def test_show_progress_draws_a_bar(capsys):
 
 def test_bad_input_is_a_typed_error():
     embeddings = RyzenAIEmbeddings(model=str(TINY_ST), on_overflow="error")
-    with pytest.raises(InvalidRequestError, match="empty list"):
-        embeddings.embed_documents([])
+    assert embeddings.embed_documents([]) == []
     with pytest.raises(InvalidRequestError, match="text 0 is empty"):
         embeddings.embed_query("")
     with pytest.raises(InvalidRequestError, match="over tiny-bert-st's maximum of 128"):
