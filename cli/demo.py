@@ -82,10 +82,34 @@ class Budget:
 def load_documents(folder: Path = DEMO_DOCS) -> tuple[list[str], list[dict[str, Any]]]:
     """The bundled documents and the demo questions (with their expected answers)."""
     texts = [p.read_text(encoding="utf-8").strip() for p in sorted(folder.glob("*.txt"))]
+    texts = [t for t in texts if t]
     questions_file = folder / "questions.json"
     data = json.loads(questions_file.read_text(encoding="utf-8")) if questions_file.exists() else []
     questions = data.get("questions", []) if isinstance(data, dict) else data
     return texts, questions
+
+
+def _docs_folder(docs: str | None) -> Path:
+    """The folder ``--docs`` names, checked: it exists and holds ``.txt`` documents.
+
+    Raises:
+        RyzenAIError: the folder does not exist, is a file, or has no ``.txt`` file.
+    """
+    if docs is None:
+        return DEMO_DOCS
+    folder = Path(docs).expanduser()
+    if not folder.exists():
+        raise RyzenAIError(f"--docs {docs}: the folder does not exist; pass a folder of .txt documents")
+    if not folder.is_dir():
+        raise RyzenAIError(f"--docs {docs} is a file, not a folder; pass the folder that holds the .txt documents")
+    if not any(p.read_text(encoding="utf-8", errors="replace").strip() for p in folder.glob("*.txt")):
+        others = sorted(p.suffix for p in folder.iterdir() if p.is_file() and p.suffix != ".txt")
+        seen = f" (it holds {', '.join(dict.fromkeys(others))} files)" if others else ""
+        raise RyzenAIError(
+            f"--docs {docs} has no .txt documents{seen}: the demo reads only the non-empty *.txt files of the "
+            "folder (UTF-8 plain text, one document per file); save the documents as .txt"
+        )
+    return folder
 
 
 def _adapters() -> tuple[Any, Any]:
@@ -109,10 +133,8 @@ def _demo(args: argparse.Namespace) -> int:
     from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 
     console = Console(highlight=False)
+    texts, questions = load_documents(_docs_folder(args.docs))
     path = resolve_model(args.model) if args.model else default_model_path()
-    texts, questions = load_documents(Path(args.docs) if args.docs else DEMO_DOCS)
-    if not texts:
-        raise RyzenAIError(f"no documents (*.txt) in {args.docs or DEMO_DOCS}; pass --docs FOLDER")
     question = args.question or (questions[0]["question"] if questions else "What is a prefill bucket?")
     expected = next((q.get("answer") for q in questions if q["question"] == question), None)
 
@@ -126,6 +148,8 @@ def _demo(args: argparse.Namespace) -> int:
     engine = Engine.get(path, provider=args.provider)
     pkg, budget = engine.package, engine.budget
     table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # a long package path wraps, never cut with an ellipsis
     table.add_row("package", f"{pkg.name}  [dim]{pkg.path}[/dim]")
     table.add_row("mode", pkg.mode.value + (f", decode on {pkg.token_backend}" if pkg.token_backend else ""))
     table.add_row("release", pkg.release or "unknown")

@@ -72,11 +72,33 @@ def test_demo_on_another_model_says_when_an_answer_is_not_the_expected_one(capsy
     assert "LlamaIndex: not the expected answer (expected 'Oda Quen1')" in out
 
 
-def test_demo_without_documents_is_an_error(capsys, tmp_path):
+def test_demo_without_documents_is_an_error_naming_the_folder(capsys, tmp_path):
+    (tmp_path / "notes.md").write_text("# not read")
+    (tmp_path / "empty.txt").write_text("  \n")
     code = main(["demo", "--docs", str(tmp_path)])
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())
     assert code == 2
-    assert err == f"error: no documents (*.txt) in {tmp_path}; pass --docs FOLDER\n"
+    assert err.startswith(f"error: --docs {tmp_path} has no .txt documents (it holds .md files): the demo reads only")
+    assert "pass --docs FOLDER" not in err
+
+
+def test_demo_on_a_missing_docs_folder_says_it_does_not_exist(capsys, tmp_path):
+    code = main(["demo", "--docs", str(tmp_path / "missing")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2
+    assert err == f"error: --docs {tmp_path / 'missing'}: the folder does not exist; pass a folder of .txt documents"
+
+
+def test_demo_panel_shows_the_whole_package_path(capsys, tmp_path, monkeypatch, copy_package):
+    deep = copy_package(Path(__file__).parent / "fixtures" / "models" / "tiny-llama", "a-long-folder-name-" * 4 + "/tiny-llama")
+    monkeypatch.setenv("COLUMNS", "60")
+    (tmp_path / "d.txt").write_text("Document: the Vexlar probe was built by Oda Quen.")
+    code = main(["demo", "--model", str(deep), "--docs", str(tmp_path), "--max-new-tokens", "2"])
+    out = capsys.readouterr().out
+    assert code == 0
+    panel = out.split("question:")[0]
+    assert "…" not in panel
+    assert str(deep) in "".join(c for c in panel if c not in " │\n")
 
 
 def test_demo_without_a_framework_says_what_to_install(capsys, monkeypatch):
