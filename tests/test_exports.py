@@ -144,3 +144,13 @@ def test_adapter_without_its_framework_names_the_extra(monkeypatch, adapter, fra
     monkeypatch.setattr(importlib, "import_module", lambda name, package=None: fake_import(name))
     with pytest.raises(ImportError, match=rf"pip install 'ryzenai-llm\[{extra}\]'"):
         importlib.__import__(adapter)
+
+
+def test_every_test_has_a_timeout(request: pytest.FixtureRequest) -> None:
+    """pytest-timeout is in the test extra and the ini options set a per-test timeout: a hung test fails."""
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert any(r.startswith("pytest-timeout") for r in pyproject["project"]["optional-dependencies"]["test"])
+    assert request.config.pluginmanager.hasplugin("timeout")
+    assert 60 <= float(request.config.getini("timeout")) <= 900
