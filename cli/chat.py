@@ -1,24 +1,62 @@
 """``ryzenai-llm chat``: an interactive streaming chat in the terminal.
 
 Commands: ``/reset`` clears the history, ``/system TEXT`` sets the system prompt,
-``/image PATH`` attaches an image to the next message (vision packages), ``/exit`` (or
-Ctrl-D) leaves. Ctrl-C while an answer streams stops that answer and keeps
-the conversation. After each answer a status line shows the budget: prompt tokens and
-their prefill bucket, tokens used of the window, decode speed.
+``/image PATH`` attaches an image to the next message (vision packages; a path quoted as a
+shell or a file manager's drag-and-drop quotes it is unquoted), ``/exit`` (or Ctrl-D) leaves.
+A line that starts with an unknown ``/word`` is refused with the list of commands (``//`` sends
+a message that starts with ``/``). Ctrl-C while an answer streams stops that answer and keeps
+the conversation. After each answer, a stopped one too, a status line shows the budget: prompt
+tokens and their prefill bucket, tokens used of the window, decode speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+import shlex
 import sys
+from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import unquote, urlparse
 
 from ryzenai_core.engine import Completion, Engine
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
 
-__all__ = ["ChatSession", "add_parser"]
+__all__ = ["COMMANDS", "ChatSession", "add_parser", "unquote_path"]
+
+#: Every command with its argument, as /help and the unknown-command message list them.
+COMMANDS = {
+    "/reset": "clear the history",
+    "/clear": "clear the history",
+    "/system": "TEXT  set the system prompt",
+    "/image": "PATH  attach an image to the next message",
+    "/help": "show the commands",
+    "/exit": "leave",
+    "/quit": "leave",
+}
+_COMMAND = re.compile(r"/[A-Za-z][\w-]*")
+
+
+def unquote_path(text: str) -> str:
+    r"""A path as typed or pasted: shell quotes and backslash escapes removed, a file:// URI made a path.
+
+    ``'/tmp/my picture.png'``, ``"/tmp/my picture.png"``, ``/tmp/my\\ picture.png`` (what file
+    managers paste when a file is dropped on a terminal) and ``file:///tmp/my%20picture.png`` are
+    all ``/tmp/my picture.png``; an unquoted path with spaces is taken as it is.
+    """
+    raw = text.strip()
+    if raw.startswith("file://"):
+        return unquote(urlparse(raw).path)
+    if not raw or Path(raw).exists() or raw.startswith(("http://", "https://", "data:")):
+        return raw
+    try:
+        parts = shlex.split(raw)
+    except ValueError:  # an unbalanced quote: the text as it is
+        return raw
+    return parts[0] if len(parts) == 1 else raw
 
 
 class ChatSession:
@@ -64,11 +102,30 @@ class ChatSession:
         out.write("\n")
         final = answer if answer.finish_reason is not None else None
         images = len(self.images)
+        sent = self.messages(user)
         self.history += [self.user_message(user), ChatMessage("assistant", answer.text)]
         self.images = []
         if final is not None and final.dropped_messages:
             self.history = self.history[final.dropped_messages :]
+        if final is None and interrupted:
+            return self.stopped_status(sent, len(answer.token_ids), images)
         return self.status(final, interrupted, images)
+
+    def stopped_status(self, sent: list[ChatMessage], new_tokens: int, images: int = 0) -> str:
+        """The budget line after Ctrl-C stopped an answer: the prompt as planned, the tokens shown."""
+        window = self.engine.budget.window
+        try:
+            prompt = self.engine.count_tokens(sent)
+        except RyzenAIError:
+            return f"[stopped after {new_tokens} new tokens]"
+        plan = self.engine.budget.plan(min(prompt, self.engine.budget.max_prompt_tokens), 1, images=bool(images))
+        bucket = f"prefill bucket {plan.prefill_bucket} (+{plan.padding} pad)" if plan.prefill_bucket else "no buckets"
+        cost = self.engine.package.image_tokens
+        image = f" ({images} image{'s' if images > 1 else ''}: {images * cost} image tokens)" if images and cost else ""
+        return (
+            f"[{prompt} prompt{image} + {new_tokens} new = {prompt + new_tokens}/{window} tokens, {bucket}, "
+            "stopped (Ctrl-C); the answer so far is kept in the history]"
+        )
 
     def status(self, final: Any, interrupted: bool, images: int = 0) -> str:
         """The budget line shown after an answer."""
@@ -88,21 +145,35 @@ class ChatSession:
         )
 
     def command(self, line: str) -> str | None:
-        """Handle a /command; returns what to print, or None if the line is not a command."""
-        if line in ("/reset", "/clear"):
+        """Handle a /command; returns what to print, or None if the line is a message.
+
+        A line whose first word is ``/word`` is a command: an unknown one is refused with the
+        list of commands (and the closest one), never sent to the model. ``//text`` and a
+        path (``/usr/lib is ...``) are messages.
+        """
+        word, _, rest = line.partition(" ")
+        if not _COMMAND.fullmatch(word):
+            return None
+        if word in ("/reset", "/clear"):
             self.history = []
             return "[history cleared]"
-        if line.startswith("/system"):
-            self.system = line[len("/system") :].strip() or None
+        if word == "/system":
+            self.system = rest.strip() or None
             return f"[system prompt {'set' if self.system else 'cleared'}]"
-        if line.startswith("/image"):
-            return self.attach(line[len("/image") :].strip())
-        if line == "/help":
+        if word == "/image":
+            return self.attach(unquote_path(rest))
+        if word == "/help":
             return (
                 "/reset  clear the history · /system TEXT  set the system prompt · /image PATH  attach an "
-                "image to the next message · /exit  leave · Ctrl-C  stop an answer"
+                "image to the next message · /exit  leave · Ctrl-C  stop an answer · //text  send a message "
+                "that starts with /"
             )
-        return None
+        close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else "."
+        return (
+            f"[unknown command {word}{hint} Commands: {', '.join(COMMANDS)}. Not sent to the model: to send a "
+            "message that starts with /, begin it with //]"
+        )
 
     def attach(self, path: str) -> str:
         """Attach the image at ``path`` to the next message (checked now, so a typo shows at once)."""
@@ -159,10 +230,13 @@ def _chat(args: argparse.Namespace) -> int:
             continue
         if line in ("/exit", "/quit"):
             return 0
-        reply = session.command(line)
-        if reply is not None:
-            console.print(reply, style="dim", markup=False)
-            continue
+        if line.startswith("//"):
+            line = line[1:]  # a message that starts with /
+        else:
+            reply = session.command(line)
+            if reply is not None:
+                console.print(reply, style="dim", markup=False)
+                continue
         sys.stdout.write("ai> ")
         try:
             status = session.ask(line, sys.stdout)

@@ -41,7 +41,7 @@ def test_chat_ctrl_c_stops_the_answer_and_keeps_the_session():
             return super().write(text)
 
     status = s.ask("tell me everything", Interrupting())
-    assert status == "[stopped]"
+    assert "stopped (Ctrl-C)" in status
     assert len(s.history) == 2
     ok = s.ask("short", io.StringIO())
     assert "prompt" in ok
@@ -138,3 +138,64 @@ def test_bench_chart_without_matplotlib_says_what_to_install(capsys, monkeypatch
     assert code == 2
     assert "drawing the chart needs matplotlib: pip install 'ryzenai-llm[bench]'" in captured.err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_chat_refuses_an_unknown_command_with_the_list_and_the_closest_one():
+    s = ChatSession(Engine.get(TINY_QWEN3), max_new_tokens=2)
+    reply = s.command("/imgae /tmp/x.png")
+    assert reply is not None and reply.startswith("[unknown command /imgae; did you mean /image? Commands: /reset")
+    assert "Not sent to the model" in reply and "//" in reply
+    assert s.command("/frobnicate").startswith("[unknown command /frobnicate. Commands:")  # type: ignore[union-attr]
+    assert s.command("/systemd is a service manager") is not None  # a command word, not /system's TEXT
+    assert s.system is None
+    assert s.command("/usr/lib holds libraries") is None  # a path starts a message
+    assert s.command("hello") is None
+
+
+def test_chat_unknown_command_never_reaches_the_model(capsys, monkeypatch):
+    from test_cli_interactive import typed
+
+    typed(monkeypatch, ["/imgae", "//etc is a folder", "/exit"])
+    code = main(["chat", str(TINY_QWEN3), "--max-new-tokens", "2", "--temperature", "0"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "unknown command /imgae; did you mean /image?" in out
+    assert out.count("ai> ") == 1  # only the // message was sent
+
+
+def test_image_paths_lose_the_quotes_a_file_manager_pastes(tmp_path):
+    from PIL import Image
+
+    from conftest import MODELS
+    from ryzenai_cli.chat import unquote_path
+
+    folder = tmp_path / "with quotes"
+    folder.mkdir()
+    picture = folder / "my picture.png"
+    Image.new("RGB", (32, 24), "red").save(picture)
+    for typed_path in (f"'{picture}'", f'"{picture}"', str(picture).replace(" ", "\\ "), f"file://{str(picture).replace(' ', '%20')}", str(picture), f"  '{picture}'  "):
+        assert unquote_path(typed_path) == str(picture), typed_path
+    s = ChatSession(Engine.get(MODELS / "tiny-gemma3-vision"), max_new_tokens=2, temperature=0)
+    assert s.command(f"/image '{picture}'").startswith("[image 1 attached: 32x24")  # type: ignore[union-attr]
+    assert s.command(f'/image "{picture}"').startswith("[image 2 attached: 32x24")  # type: ignore[union-attr]
+    assert s.images == [str(picture)] * 2
+    assert unquote_path("'unbalanced") == "'unbalanced"
+
+
+def test_chat_ctrl_c_still_prints_the_status_line():
+    s = ChatSession(Engine.get(TINY_QWEN3), max_new_tokens=2000, temperature=0)
+
+    class Interrupting(io.StringIO):
+        fired = False
+
+        def write(self, text):
+            if self.tell() > 5 and not self.fired:
+                self.fired = True
+                raise KeyboardInterrupt
+            return super().write(text)
+
+    status = s.ask("tell me everything", Interrupting())
+    prompt = Engine.get(TINY_QWEN3).count_tokens(s.history[:1])
+    assert status.startswith(f"[{prompt} prompt + ") and "/4096 tokens, no buckets, stopped (Ctrl-C)" in status
+    new = int(status.split(" + ")[1].split()[0])
+    assert new >= 1 and f"= {prompt + new}/4096" in status
