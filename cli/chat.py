@@ -43,7 +43,7 @@ _COMMAND = re.compile(r"/[A-Za-z][\w-]*")
 def unquote_path(text: str) -> str:
     r"""A path as typed or pasted: shell quotes and backslash escapes removed, a file:// URI made a path.
 
-    ``'/tmp/my picture.png'``, ``"/tmp/my picture.png"``, ``/tmp/my\\ picture.png`` (what file
+    ``'/tmp/my picture.png'``, ``"/tmp/my picture.png"``, ``/tmp/my\ picture.png`` (what file
     managers paste when a file is dropped on a terminal) and ``file:///tmp/my%20picture.png`` are
     all ``/tmp/my picture.png``; an unquoted path with spaces is taken as it is.
     """
