@@ -20,6 +20,7 @@ bucket the prompt lands in, or trims a few tokens to land on the edge below.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,7 @@ __all__ = ["BucketPackingPostprocessor", "REPORT_KEY"]
 #: Node metadata key of the packing report (excluded from LLM and embedding text).
 REPORT_KEY = "ryzenai_packing"
 _SEPARATOR = "\n\n"  # how LlamaIndex's synthesizers join node texts
+logger = logging.getLogger(__name__)
 _ATTEMPTS = 6
 
 
@@ -67,7 +69,9 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
     splitting the packed context, the packer also respects what PromptHelper accepts with the
     current ``Settings.tokenizer`` (set ``Settings.tokenizer = llm.tokenizer`` so both agree).
     The last plan is kept in :attr:`last_plan` and in every returned node's
-    ``metadata["ryzenai_packing"]``.
+    ``metadata["ryzenai_packing"]``. On a package without prefill buckets (plain ONNX) there
+    is no edge to pack to: the top ``default_top_n`` nodes go as they are, within the prompt
+    limit, and the report says so (``strategy: "no_buckets"``; logged once).
     """
 
     llm: RyzenAILLM = Field(description="The RyzenAILLM the query engine uses.", exclude=True)
@@ -94,6 +98,7 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
 
     _last_plan: PackingPlan | None = PrivateAttr(default=None)
     _last_report: dict[str, Any] | None = PrivateAttr(default=None)
+    _told_no_buckets: bool = PrivateAttr(default=False)
 
     @classmethod
     def class_name(cls) -> str:
@@ -129,9 +134,9 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
             return nodes
         llm = self.llm
         budget = llm.budget
-        if not budget.prefill_buckets:
-            return nodes[: self.default_top_n] if self.default_top_n is not None else nodes
         query = query_bundle.query_str if query_bundle is not None else ""
+        if not budget.prefill_buckets:
+            return self._without_buckets(nodes, query)
         qa, refine = self._templates(query)
         texts = [n.node.get_content(metadata_mode=MetadataMode.LLM).strip() for n in nodes]
         tokenizer = llm.tokenizer
@@ -235,6 +240,48 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
             node = _with_report(original.node, report, text, index == plan.packed.partial)
             out.append(NodeWithScore(node=node, score=original.score))
         return out
+
+
+    def _without_buckets(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        """Default packing, reported: a package without prefill buckets has no edge to land on."""
+        llm = self.llm
+        chosen = nodes[: self.default_top_n] if self.default_top_n is not None else nodes
+        qa, _ = self._templates(query)
+        texts = [n.node.get_content(metadata_mode=MetadataMode.LLM).strip() for n in chosen]
+        prompt = self._prompt_tokens(qa, _SEPARATOR.join(texts))
+        cap = packing_limit(llm.budget, self.max_new_tokens or llm.metadata.num_output)
+        report = {
+            "strategy": "no_buckets",
+            "target": None,
+            "limit": cap,
+            "prompt_tokens": prompt,
+            "prefill_bucket": None,
+            "padding": 0,
+            "default_prompt_tokens": prompt,
+            "default_prefill_bucket": None,
+            "default_padding": 0,
+            "padding_saved": 0,
+            "context_added": 0,
+            "nodes": len(chosen),
+            "default_nodes": len(chosen),
+            "partial": False,
+        }
+        if not self._told_no_buckets:
+            self._told_no_buckets = True
+            logger.info(
+                "%s has no prefill buckets (a plain ONNX package pads nothing): BucketPackingPostprocessor sends "
+                "the top %s nodes as they are (%d prompt tokens of a limit of %d)",
+                llm.metadata.model_name,
+                self.default_top_n if self.default_top_n is not None else "all",
+                prompt,
+                cap,
+            )
+        self._last_plan = None
+        self._last_report = report
+        return [
+            NodeWithScore(node=_with_report(n.node, report, t, False), score=n.score)
+            for n, t in zip(chosen, texts, strict=True)
+        ]
 
 
 @dataclass

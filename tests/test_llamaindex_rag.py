@@ -364,6 +364,24 @@ def test_packages_without_buckets_keep_default_packing(llama):
     ]
 
 
+def test_packing_without_buckets_is_reported_and_logged(llama, caplog, calls):
+    import logging
+
+    index = VectorStoreIndex.from_documents(DOCS, embed_model=HashEmbedding())
+    packer = BucketPackingPostprocessor(llm=llama, default_top_n=2)
+    engine = index.as_query_engine(llm=llama, similarity_top_k=5, node_postprocessors=[packer])
+    with caplog.at_level(logging.INFO, logger="llamaindex_ryzenai"):
+        response = engine.query("NPU")
+        engine.query("NPU again")
+    report = packer.last_report
+    assert report is not None and report["strategy"] == "no_buckets" and report["prefill_bucket"] is None
+    assert report["nodes"] == report["default_nodes"] == 2 and report["padding"] == 0 and report["partial"] is False
+    assert report["limit"] == llama.budget.prompt_limit - 16 and report["prompt_tokens"] <= report["limit"]
+    assert all(n.node.metadata["ryzenai_packing"]["strategy"] == "no_buckets" for n in response.source_nodes)
+    assert caplog.text.count("has no prefill buckets") == 1  # once per postprocessor, not per query
+    assert "BucketPackingPostprocessor sends the top 2 nodes as they are" in caplog.text
+
+
 def test_the_llama_npu_replica_answers_within_its_release_limit(calls):
     llm = RyzenAILLM(model=str(LLAMA_NPU), provider="cpu", max_new_tokens=4)
     assert llm.budget.prompt_limit == 4096 and llm.budget.prefill_buckets[0] == 128
