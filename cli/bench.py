@@ -51,27 +51,42 @@ def _prompt_ids(engine: Engine, n: int) -> list[int]:
     return ids[:n]
 
 
+#: Execution providers that run a package's fixed prefill shapes (padded to its buckets).
+_BUCKET_PROVIDERS = ("RyzenAI",)
+
+
 def run(engine: Engine, lengths: list[int], new_tokens: int, repeats: int) -> list[dict[str, Any]]:
-    """Measure every prompt length; returns one row per length."""
-    engine.generate(RawPrompt(token_ids=_prompt_ids(engine, 16)), validated_options(max_new_tokens=2))
-    rows = []
+    """Measure every prompt length; returns one row per length.
+
+    A warm-up call of the first row's shape runs first and is not measured (the first run of a
+    shape allocates and, on the NPU, loads it). A bucketed package run on another provider
+    (``--provider cpu`` on an NPU package) pads nothing: its rows have no bucket or padding
+    (``planned_prefill_bucket`` keeps what the NPU would run).
+    """
     opts = validated_options(max_new_tokens=new_tokens, temperature=0, kv_reuse=False)
+    if lengths:
+        engine.generate(RawPrompt(token_ids=_prompt_ids(engine, lengths[0])), opts)
+    rows = []
     for n in lengths:
         ids = _prompt_ids(engine, n)
         ttft, rate = [], []
         plan = None
+        padded = False
         for _ in range(repeats):
             c = engine.generate(RawPrompt(token_ids=ids), opts)
             plan = c.plan
+            padded = c.provider in _BUCKET_PROVIDERS
             if c.timings and c.timings.time_to_first_token is not None:
                 ttft.append(c.timings.time_to_first_token - c.timings.queued)
             if c.timings and c.timings.decode_tokens_per_second:
                 rate.append(c.timings.decode_tokens_per_second)
+        planned = plan.prefill_bucket if plan else None
         rows.append(
             {
                 "prompt_tokens": n,
-                "prefill_bucket": plan.prefill_bucket if plan else None,
-                "padding": plan.padding if plan else None,
+                "prefill_bucket": planned if padded else None,
+                "padding": (plan.padding if padded else 0) if plan else None,
+                "planned_prefill_bucket": planned,
                 "ttft_ms": 1000 * statistics.median(ttft) if ttft else None,
                 "decode_tokens_per_s": statistics.median(rate) if rate else None,
             }
@@ -157,6 +172,13 @@ def _bench(args: argparse.Namespace) -> int:
             f"{r['decode_tokens_per_s']:.0f}" if r["decode_tokens_per_s"] else "-",
         )
     console.print(table)
+    planned = {r["planned_prefill_bucket"] for r in rows if not r["prefill_bucket"]}
+    unrun = sorted(b for b in planned if b)
+    if unrun:
+        console.print(
+            f"{engine.package.name}'s prefill buckets ({', '.join(map(str, unrun))}) are the NPU's: on this provider "
+            "prompts run at their own length, unpadded; run on the NPU to measure the buckets"
+        )
     if args.png:
         console.print(f"chart: {args.png}")
     return 0

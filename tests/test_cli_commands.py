@@ -59,7 +59,9 @@ def test_bench_json_and_chart(capsys, tmp_path):
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["prompt_tokens"] for r in data["rows"]] == [128, 129, 256, 257]
-    assert [r["prefill_bucket"] for r in data["rows"]] == [128, 256, 256, 512]
+    # the CPU pads nothing: the NPU's buckets are what it would run, not what ran
+    assert [r["planned_prefill_bucket"] for r in data["rows"]] == [128, 256, 256, 512]
+    assert all(r["prefill_bucket"] is None and r["padding"] == 0 for r in data["rows"])
     assert all(r["ttft_ms"] > 0 for r in data["rows"])
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -126,8 +128,26 @@ def test_bench_table_for_a_bucketed_package(capsys):
     out = capsys.readouterr().out
     assert code == 0 and "chart:" not in out
     rows = table_rows(out)
-    assert [r[:3] for r in rows] == [["128", "128", "0"], ["129", "256", "127"]]
+    assert [r[:3] for r in rows] == [["128", "-", "0"], ["129", "-", "0"]]  # the CPU ran no bucket
     assert all(float(r[3]) > 0 and float(r[4]) > 0 for r in rows)
+    assert "prefill buckets (128, 256) are the NPU's: on this provider prompts run at their own length" in " ".join(out.split())
+
+
+def test_bench_warms_up_on_the_first_rows_shape_before_measuring(monkeypatch):
+    from ryzenai_cli.bench import run
+
+    engine = Engine.get(TINY_QWEN3)
+    seen: list[int] = []
+    real = engine.generate
+
+    def spy(messages, options=None, **kwargs):
+        seen.append(len(messages.token_ids))
+        return real(messages, options, **kwargs)
+
+    monkeypatch.setattr(engine, "generate", spy)
+    rows = run(engine, [32, 64], 2, 2)
+    assert seen == [32, 32, 32, 64, 64]  # one unmeasured call of the first shape, then the rows
+    assert [r["prompt_tokens"] for r in rows] == [32, 64] and all(r["prefill_bucket"] is None for r in rows)
 
 
 def test_bench_chart_without_matplotlib_says_what_to_install(capsys, monkeypatch, tmp_path):
