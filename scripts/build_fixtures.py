@@ -12,6 +12,11 @@ the outputs are committed.
     python scripts/build_fixtures.py            # models + replicas (about a minute)
                                                 # (tiny-gemma3-vision: scripts/build_gemma3_vision.py)
     python scripts/build_fixtures.py --bench    # also the ~30M-parameter benchmark model
+    python scripts/build_fixtures.py --tokenizers-only   # only tests/fixtures/tokenizers (seconds)
+
+tests/fixtures/tokenizers/sentencepiece-llama2 is a SentencePiece-style tokenizer as Llama 2,
+Mistral and Phi-3 ship it (``▁`` word prefix from a Metaspace pre-tokenizer, byte fallback,
+a decoder that strips the leading space): tests put it beside tiny-llama's weights.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "scripts" / "fixture_corpus.txt"
 TEMPLATES = ROOT / "core" / "templates"
+TOKENIZERS = ROOT / "tests" / "fixtures" / "tokenizers"
 MODELS = ROOT / "tests" / "fixtures" / "models"
 REPLICAS = ROOT / "tests" / "fixtures" / "replicas"
 EMBEDDED = ROOT / "core" / "models"
@@ -137,6 +143,55 @@ def train_tokenizer(fam: Family, out: Path) -> None:
     if fam is QWEN3:
         tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in QWEN3_ADDED])
     tok.save(str(out / "tokenizer.json"))
+
+
+def train_sentencepiece_tokenizer(out: Path, vocab: int = VOCAB) -> None:
+    """A Llama 2 style tokenizer: ``<unk> <s> </s>``, the 256 ``<0xNN>`` byte tokens, then BPE pieces.
+
+    Trained on the fixture corpus with a Metaspace pre-tokenizer (``▁`` before each word,
+    prepended to the first), byte fallback, and Hugging Face's Llama 2 decoder (``▁`` to a
+    space, bytes, fuse, strip one leading space). Ids fit tiny-llama's vocabulary.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    specials = ["<unk>", "<s>", "</s>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
+    trainer = trainers.BpeTrainer(vocab_size=vocab - 256, special_tokens=specials, show_progress=False)
+    tok.train_from_iterator([CORPUS.read_text(encoding="utf-8")] * 4, trainer)
+    data = json.loads(tok.to_str())
+    trained = sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1])
+    order = [*specials, *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in trained if p not in specials)]
+    data["model"]["vocab"] = {p: i for i, p in enumerate(order[:vocab])}
+    keep = set(data["model"]["vocab"])
+    data["model"]["merges"] = [
+        m for m in data["model"]["merges"] if ("".join(m) if isinstance(m, list) else m.replace(" ", "")) in keep
+    ]
+    for added in data["added_tokens"]:
+        added["id"] = data["model"]["vocab"][added["content"]]
+    data["decoder"] = {
+        "type": "Sequence",
+        "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+            {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+        ],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    config = {
+        "tokenizer_class": "LlamaTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "add_bos_token": True,
+        "add_eos_token": False,
+        "legacy": False,
+        "model_max_length": 4096,
+        "clean_up_tokenization_spaces": False,
+    }
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 def invalid_utf8_ids(tokenizer_json: Path) -> list[int]:
@@ -380,8 +435,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bench", action="store_true", help="also build the ~30M-parameter benchmark model")
     parser.add_argument("--bench-only", action="store_true", help="only build the benchmark model")
+    parser.add_argument("--tokenizers-only", action="store_true", help="only build tests/fixtures/tokenizers")
     args = parser.parse_args()
 
+    train_sentencepiece_tokenizer(TOKENIZERS / "sentencepiece-llama2")
+    if args.tokenizers_only:
+        return
     if not args.bench_only:
         build_model(LLAMA, MODELS / "tiny-llama")
         # The embedded default model ships inside the wheel (ryzenai_core/models/).
