@@ -12,6 +12,7 @@ onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
+from ._spawn import freeze_support
 from .budget import BudgetPlan, ContextBudget
 from .chat_template import ChatTemplate
 from .embeddings import EmbeddingEngine, EmbeddingPackage, EmbeddingResult
@@ -89,4 +90,5 @@ __all__ = [
     "Usage",
     "WorkerDiedError",
     "__version__",
+    "freeze_support",
 ]

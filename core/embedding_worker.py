@@ -14,12 +14,11 @@ Runs are served one at a time; the worker exits when its stdin closes.
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 from typing import Any
 
 from ._frames import portable_exception, read_frame, write_frame
+from ._spawn import worker_streams
 
 __all__ = ["main"]
 
@@ -27,10 +26,7 @@ __all__ = ["main"]
 def main() -> None:
     """Serve one session until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # native code printing to stdout must not corrupt the frames
-    sys.stdout = sys.stderr
-    inp = sys.stdin.buffer
+    inp, out = worker_streams()  # anything else printed to stdout (native code included) goes to stderr
 
     def send(message: Any) -> None:
         write_frame(out, message)

@@ -37,7 +37,6 @@ import inspect
 import logging
 import os
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 from pydantic import BaseModel, Field, PrivateAttr
 
 from ._frames import read_frame, reap, write_frame
+from ._spawn import popen_worker
 from .budget import ContextBudget
 from .errors import (
     ConfigError,
@@ -677,11 +677,7 @@ class _WorkerBackend:
         self._ids = 0
 
     def _start(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(  # noqa: S603 - this package's own module
-            [sys.executable, "-m", "ryzenai_core.embedding_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
+        proc = popen_worker("ryzenai_core.embedding_worker")
         assert proc.stdin is not None and proc.stdout is not None
         try:
             write_frame(proc.stdin, ("init", self.spec))

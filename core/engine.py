@@ -31,7 +31,6 @@ import os
 import queue
 import select
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from ._frames import (
     reap,
     write_frame,
 )
+from ._spawn import popen_worker
 from .budget import ContextBudget
 from .chat_template import ChatTemplate, PackageTemplates
 from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, WorkerDiedError
@@ -509,12 +509,7 @@ class _WorkerBackend(_Backend):
                 return proc
             if self._closed:  # a call still in flight (a resend) after close(): no new worker
                 raise WorkerDiedError("the engine was closed during the call")
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "ryzenai_core.worker"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                bufsize=PIPE_BUFFER,
-            )
+            proc = popen_worker("ryzenai_core.worker", bufsize=PIPE_BUFFER)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, ("init", self.key), self._write_lock)
@@ -1113,12 +1108,21 @@ class Engine:
         value = self.backend.call("load")
         return None if value is None else float(value)
 
+    def worker_pid(self) -> int | None:
+        """The process id of the worker running the model (None inline, or before a worker started)."""
+        backend = self._backend
+        return backend.pid if isinstance(backend, _WorkerBackend) else None
+
     def close(self) -> None:
-        """Free the model (a worker process exits); the next call loads it again."""
+        """Free the model (a worker process exits); the next call loads it again.
+
+        A call from another thread meanwhile waits until the worker has exited, so a model's next
+        worker never runs beside the last one (two contexts of one model on the NPU).
+        """
         with self._backend_lock:
             backend, self._backend = self._backend, None
-        if backend is not None:
-            backend.close()
+            if backend is not None:
+                backend.close()
 
     @classmethod
     def close_all(cls) -> None:

@@ -29,12 +29,12 @@ import functools
 import os
 import queue
 import signal
-import sys
 import threading
 from typing import Any
 
 from ._frames import portable_exception as _portable
 from ._frames import read_frame, write_frame
+from ._spawn import worker_streams
 from .session import CallControl
 from .streaming import Chunk
 
@@ -71,10 +71,7 @@ def main() -> None:
     # Ctrl-C in the terminal reaches the whole process group: the caller handles it (and
     # cancels the call); the worker must not die of it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # anything else printed to stdout (native code included) goes to stderr
-    sys.stdout = sys.stderr
-    inp = sys.stdin.buffer
+    inp, out = worker_streams()  # anything else printed to stdout (native code included) goes to stderr
     lock = threading.Lock()
 
     def send(message: Any) -> None:

@@ -255,7 +255,7 @@ def exiting_interpreter(tmp_path, monkeypatch):
     script = tmp_path / "broken-python"
     script.write_text("#!/bin/sh\nexit 3\n")
     script.chmod(0o755)
-    monkeypatch.setattr(engine_module.sys, "executable", str(script))
+    monkeypatch.setattr(sys, "executable", str(script))
     return monkeypatch
 
 
@@ -277,7 +277,7 @@ def test_a_worker_that_never_answers_is_stopped_after_the_start_timeout(own_copy
     script = tmp_path / "silent-python"
     script.write_text("#!/bin/sh\nexec sleep 600\n")
     script.chmod(0o755)
-    monkeypatch.setattr(engine_module.sys, "executable", str(script))
+    monkeypatch.setattr(sys, "executable", str(script))
     monkeypatch.setattr(engine_module, "START_TIMEOUT", 1.0)
     engine = Engine.get(own_copy, execution="process")
     with pytest.raises(GenerationError, match=r"did not start within 1 s \(RYZENAI_LLM_START_TIMEOUT\)"):
