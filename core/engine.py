@@ -1,6 +1,7 @@
 """The one object the adapters talk to: :class:`Engine`.
 
-    Engine.get(model, provider=..., execution=...)      one per (folder, provider, threads, release)
+    Engine.get(model, provider=..., execution=...)      one per (folder, provider, threads, release);
+                                                        one per NPU model (see Engine.get)
       .stream(messages, options)   -> Iterator[Chunk]    sync
       .astream(messages, options)  -> AsyncIterator[Chunk]
       .generate / .agenerate       -> Completion         aggregates of the stream
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import dataclasses
 import itertools
 import json
 import logging
@@ -52,7 +54,7 @@ from ._frames import (
 from ._spawn import popen_worker
 from .budget import ContextBudget
 from .chat_template import ChatTemplate, PackageTemplates
-from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, WorkerDiedError
+from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, RyzenAIError, WorkerDiedError
 from .hub import resolve_model
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions, check_runtime_settings
@@ -944,24 +946,45 @@ def _folder_identity(name: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+def _npu_identity(key: SessionKey, package: ModelPackage, mode: str) -> tuple[Any, ...] | None:
+    """What decides a generation of a Ryzen AI package on its own provider; None for other runs.
+
+    The model runs on the NPU there: the CPU thread count does not change a generation, and a
+    release matters only through the budget it gives (two releases with the same prompt limit
+    plan the same calls). Engines with the same identity share one loaded model, so the NPU
+    never holds two copies of it. A CPU run keeps its thread count (it is its speed).
+    """
+    if not package.is_ryzenai or key.provider is not None:
+        return None
+    try:
+        budget = dataclasses.replace(package.budget, prompt_limit_source="")
+    except RyzenAIError:  # a package whose budget cannot be read: its calls say why, nothing is shared
+        return None
+    return (key.path, key.session_options, mode, budget)
+
+
 class Engine:
     """A model package, ready to generate: see the module docstring.
 
     Use :meth:`get` to share one engine (and one loaded model) between all adapters that
-    name the same folder, provider, thread count and release.
+    name the same folder, provider, thread count and release; on a Ryzen AI package run by its
+    own provider, between all that differ only in thread count and in a release with the same
+    budget.
     """
 
     _registry: dict[tuple[SessionKey, str], Engine] = {}
     #: how callers named a model (name and settings) -> the folder the name named then, and the registry key
     _asked: dict[tuple[Any, ...], tuple[tuple[int, int] | None, tuple[SessionKey, str]]] = {}
+    #: Ryzen AI packages on their own provider: what decides a generation (see :func:`_npu_identity`) -> engine
+    _npu: dict[tuple[Any, ...], Engine] = {}
     _registry_lock = threading.Lock()
 
-    def __init__(self, key: SessionKey, execution: Execution) -> None:
+    def __init__(self, key: SessionKey, execution: Execution, package: ModelPackage | None = None) -> None:
         if execution not in ("process", "inline"):
             raise InvalidRequestError(f"execution {execution!r} is not supported; use 'process' or 'inline'")
         self.key = key
         self.execution = execution
-        self.package = ModelPackage.open(key.path, release=key.release)
+        self.package = package or ModelPackage.open(key.path, release=key.release)
         self._templates = PackageTemplates(self.package)
         self.template = self._templates.default
         self._backend: _InlineBackend | _WorkerBackend | None = None
@@ -1003,7 +1026,23 @@ class Engine:
         with cls._registry_lock:
             engine = cls._registry.get((key, mode))
             if engine is None:
-                engine = cls(key, mode)  # type: ignore[arg-type]
+                package = ModelPackage.open(key.path, release=release)
+                shared = _npu_identity(key, package, mode)
+                engine = cls._npu.get(shared) if shared is not None else None
+                if engine is None:
+                    engine = cls(key, mode, package)  # type: ignore[arg-type]
+                    if shared is not None:
+                        cls._npu[shared] = engine
+                else:
+                    logger.info(
+                        "%s: num_threads=%s, release=%s share the loaded model of num_threads=%s, release=%s "
+                        "(the same generation on the NPU; the model is not loaded twice)",
+                        package.name,
+                        num_threads,
+                        release,
+                        engine.key.num_threads,
+                        engine.key.release,
+                    )
                 cls._registry[(key, mode)] = engine
             if asked is not None:
                 cls._asked[asked] = (folder, (key, mode))

@@ -129,6 +129,8 @@ def close_engines_under(folder: Path) -> None:
     with Engine._registry_lock:
         keys = [k for k in Engine._registry if Path(k[0].path).is_relative_to(folder)]
         engines = [Engine._registry.pop(k) for k in keys]
+        for k in [k for k in Engine._npu if Path(k[0]).is_relative_to(folder)]:
+            del Engine._npu[k]
     for engine in engines:
         engine.close()
 

@@ -1,6 +1,6 @@
 """The three models of a RAG pipeline side by side, as on one NPU: an LLM (OGA, in its worker), an
 embedder and a reranker (a worker per static shape each), called at once from threads and from
-asyncio, give what each gives when it runs alone."""
+asyncio, give what each gives when it runs alone; and one NPU model is loaded by one worker."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ import asyncio
 import threading
 
 import numpy as np
+import pytest
 
-from conftest import FIXTURES, TINY_QWEN3
+from conftest import FIXTURES, REPLICAS, TINY_QWEN3, close_engines_under, process_alive
+from langchain_ryzenai import ChatRyzenAI
+from llamaindex_ryzenai import RyzenAILLM
+from ryzenai_core import RuntimeNotAvailableError
 from ryzenai_core.embeddings import EmbeddingEngine
 from ryzenai_core.engine import Engine
 from ryzenai_core.messages import ChatMessage
@@ -94,3 +98,49 @@ def test_an_llm_an_embedder_and_a_reranker_side_by_side_from_threads_and_asyncio
     finally:
         embedder.close()
         reranker.close()
+
+
+# ---------------------------------------------------------------------- one NPU model, one worker
+NPU_4K = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"  # rai_config: 2048 tokens up to 1.5.1, 4096 from 1.6.0
+
+
+def test_two_adapters_on_one_npu_package_that_differ_in_threads_and_an_equal_release_share_one_worker(
+    copy_package, tmp_path
+):
+    """num_threads does not change a generation on the NPU, and releases 1.6.0 and 1.8.0 (the folder
+    name's) give the same prompt limit: the model is loaded onto the NPU once, by one worker."""
+    folder = copy_package(NPU_4K)
+    chat = ChatRyzenAI(model=str(folder), num_threads=2)
+    # use_package_tokenizer=False: LlamaIndex keeps its own global tokenizer (this package cannot load here)
+    llm = RyzenAILLM(model=str(folder), num_threads=4, release="1.6.0", use_package_tokenizer=False)
+    try:
+        # The CPU build here cannot load the package; the worker that would has started.
+        with pytest.raises(RuntimeNotAvailableError, match="needs AMD's Ryzen AI build"):
+            chat.get_num_tokens("hello")
+        engine = Engine.get(str(folder), num_threads=2)  # the engine of the chat model's settings
+        pid = engine.worker_pid()
+        assert pid is not None and process_alive(pid)
+        assert llm.engine is engine and llm.engine.worker_pid() == pid
+        with pytest.raises(RuntimeNotAvailableError):
+            llm.complete("hello")
+        assert engine.worker_pid() == pid  # the same worker answered the second adapter
+        assert llm.engine.budget.prompt_limit == engine.budget.prompt_limit == 4096
+
+        older = RyzenAILLM(model=str(folder), release="1.5.0", use_package_tokenizer=False)  # another limit: own engine
+        assert older.engine is not engine and older.engine.budget.prompt_limit == 2048
+    finally:
+        close_engines_under(tmp_path)
+    assert not process_alive(pid)
+
+
+def test_cpu_runs_keep_an_engine_per_thread_count(copy_package, tmp_path):
+    """On the CPU the thread count is the run's speed: a Ryzen AI package forced onto the CPU, and a
+    plain package, keep one engine per thread count."""
+    folder = copy_package(NPU_4K)
+    try:
+        assert Engine.get(folder, provider="cpu", num_threads=1) is not Engine.get(folder, provider="cpu", num_threads=2)
+        plain = copy_package(TINY_QWEN3)
+        assert Engine.get(plain, num_threads=1) is not Engine.get(plain, num_threads=2)
+        assert Engine.get(plain, num_threads=1) is Engine.get(plain, num_threads=1)
+    finally:
+        close_engines_under(tmp_path)
