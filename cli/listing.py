@@ -26,6 +26,7 @@ from ryzenai_core.capabilities import load_problem
 from ryzenai_core.embeddings import EmbeddingPackage, is_embedding_folder
 from ryzenai_core.errors import ModelNotFoundError, RyzenAIError
 from ryzenai_core.package import ModelPackage
+from ryzenai_core.rerank import RerankPackage
 
 __all__ = ["Entry", "add_parser", "cached_entries", "describe_folder", "folder_entries", "package_kind"]
 
@@ -116,7 +117,18 @@ def describe_folder(
                 prompt_limit=emb.max_length,
                 problem=_missing("onnxruntime", "tokenizers"),
             )
-        return _with(entry, problem=f"{entry.name} is a cross-encoder (reranker); this ryzenai-llm runs none yet")
+        try:
+            rerank = RerankPackage.open(folder)
+        except RyzenAIError:
+            raise
+        except Exception as exc:  # a corrupt ONNX file (protobuf DecodeError) must not end the listing
+            return _with(entry, problem=f"{entry.name}: its ONNX model cannot be read ({type(exc).__name__}: {exc})")
+        return _with(
+            entry,
+            mode="static" if rerank.static_shape else "dynamic",
+            prompt_limit=rerank.max_length,
+            problem=_missing("onnxruntime", "tokenizers"),
+        )
     except RyzenAIError as exc:
         return _with(entry, problem=str(exc))
 

@@ -25,6 +25,7 @@ PLAIN_REPO = "ryzenai-llm/tiny-llama"
 EMBED_REPO = "ryzenai-llm/tiny-bert-st"
 MISSING_REPO = "amd/Qwen3-4B_rai_1.8.0_npu_4K"
 TINY_BERT = FIXTURES / "embeddings" / "tiny-bert-st"
+RERANK = FIXTURES / "rerank"
 
 
 def run(capsys, *argv):
@@ -195,8 +196,21 @@ def test_package_kinds(tmp_path):
     (reranker / "config.json").write_text('{"architectures": ["BertForSequenceClassification"]}', encoding="utf-8")
     assert package_kind(reranker) == "reranker"
     (entry,) = folder_entries([reranker])
-    assert entry.kind == "reranker" and "reranker" in entry.problem
+    assert entry.kind == "reranker" and "cannot be read" in entry.problem and "runs none" not in entry.problem
     assert package_kind(tmp_path) is None
+
+
+def test_a_reranker_is_listed_as_loading_here():
+    folders = [RERANK / "tiny-bert-cross-encoder", RERANK / "tiny-bert-cross-encoder-static"]
+    dynamic, static = folder_entries(folders)
+    assert (dynamic.kind, dynamic.mode, dynamic.problem) == ("reranker", "dynamic", None)
+    assert (static.kind, static.mode, static.problem) == ("reranker", "static", None)
+    assert dynamic.prompt_limit and dynamic.prompt_limit > 0
+
+
+def test_a_two_label_classifier_is_listed_with_why_it_does_not_rerank():
+    (entry,) = folder_entries([RERANK / "tiny-bert-2-labels"])
+    assert entry.kind == "reranker" and entry.problem and "2 labels" in entry.problem
 
 
 @pytest.mark.parametrize(("n", "text"), [(0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (3_300_000, "3.3 MB")])
