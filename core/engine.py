@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import collections
 import dataclasses
 import itertools
 import json
 import logging
-import math
 import os
 import queue
-import select
 import subprocess
 import threading
 import time
@@ -40,17 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import session as _session
-from ._frames import (
-    EMPTY,
-    PARTIAL,
-    PIPE_BUFFER,
-    FramePipe,
-    parse_frame,
-    read_frame,
-    read_frame_bytes,
-    reap,
-    write_frame,
-)
+from ._frames import PIPE_BUFFER, parse_frame, read_frame, read_frame_bytes, reap, write_frame
 from ._spawn import popen_worker
 from .budget import ContextBudget
 from .chat_template import ChatTemplate, PackageTemplates
@@ -103,13 +90,6 @@ STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 _POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
 #: Seconds a new worker process may take to start and open the package (not to load the model).
 START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
-#: Whether a sync stream that is the only call in flight reads the worker's pipe in its own
-#: thread (POSIX, which can poll a pipe): each token then wakes one thread of the caller instead
-#: of two. Elsewhere (Windows) the reader thread hands every frame over.
-DIRECT_READ = os.name == "posix" and hasattr(select, "poll")
-#: Seconds a stream that reads for itself may leave the pipe unread (its consumer busy between
-#: two chunks) before the reader thread takes it back.
-AWAY = 0.1
 
 
 def _read_first_frame(proc: subprocess.Popen[bytes]) -> Any:
@@ -153,7 +133,6 @@ class _Pending:
         "control",
         "done",
         "put",
-        "reads_itself",
         "request",
         "requeued",
         "rid",
@@ -172,7 +151,6 @@ class _Pending:
         self.started_output = False  # a chunk was produced (the producer's side)
         self.attempts = 0  # new attempts after the worker died before output
         self.requeued = False  # sent again after the worker died while the call waited for it
-        self.reads_itself = False  # a sync stream that may read the worker's pipe itself while alone
 
     def wait_slice(self) -> float | None:
         """How long the caller blocks before it looks again (deadline, unread streams)."""
@@ -233,10 +211,20 @@ def _get(q: queue.SimpleQueue[tuple[str, Any]], call: _Pending) -> tuple[str, An
 async def _aget(aq: asyncio.Queue[tuple[str, Any]], call: _Pending) -> tuple[str, Any]:
     call.control.idle_since = None
     while True:
+        if not aq.empty():
+            return aq.get_nowait()
+        # Not asyncio.wait_for: it can return the item (and swallow the cancellation) when the
+        # task is cancelled just as the item arrives. asyncio.wait raises CancelledError then;
+        # a get cancelled before it took its item leaves the item in the queue.
+        getter = asyncio.ensure_future(aq.get())
         try:
-            return await asyncio.wait_for(aq.get(), call.wait_slice())
-        except asyncio.TimeoutError:
-            call.waited()
+            done, _ = await asyncio.wait((getter,), timeout=call.wait_slice())
+        finally:
+            if not getter.done():
+                getter.cancel()
+        if done:
+            return getter.result()
+        call.waited()
 
 
 class _Backend:
@@ -303,9 +291,8 @@ class _Backend:
 class _InlineBackend(_Backend):
     """The model in this process.
 
-    A sync stream without a timeout runs in the caller's thread: there is no deadline to watch
-    while the model works, and no hand-over per token. Every other call runs its generation on
-    a thread of its own, so every wait has a deadline and an event loop is never blocked.
+    Every generation runs on a thread of its own and hands its chunks to the caller's queue, so
+    every wait has a deadline, a cancel stops it within a token and an event loop is never blocked.
     """
 
     def __init__(self, key: SessionKey) -> None:
@@ -320,47 +307,7 @@ class _InlineBackend(_Backend):
     def ensure_loaded(self) -> None:
         self.session.load()
 
-    def stream(self, request: Request) -> Generator[Chunk, None, None]:
-        if request.timeout is not None:
-            yield from super().stream(request)
-            return
-        control = CallControl()
-        control.budget_name = request.options.called("max_new_tokens")
-        chunks = self.session.stream(request.messages, request.options, control)
-        kept: collections.deque[Chunk] = collections.deque()
-        failed: list[Exception] = []
-
-        def drain() -> None:
-            """Another call in this thread needs the model while this stream is paused."""
-            control.drain = None
-            try:
-                kept.extend(chunks)
-            except Exception as exc:  # noqa: BLE001 - raised to this stream's reader, in order
-                failed.append(exc)
-
-        control.drain = drain
-        try:
-            while True:
-                if kept:
-                    yield kept.popleft()
-                elif failed:
-                    raise failed.pop()
-                elif control.drain is None:
-                    return  # drained to its end
-                else:
-                    try:
-                        chunk = next(chunks)
-                    except StopIteration:
-                        return
-                    yield chunk
-        finally:
-            control.drain = None
-            chunks.close()
-
     def launch(self, call: _Pending) -> None:
-        # A stream paused in this thread that holds the model could not resume while this call
-        # waits for it: it runs to its end first (its chunks kept for its reader).
-        self.session.drain_paused_holder()
         request, put = call.request, call.put
 
         def produce() -> None:
@@ -414,65 +361,6 @@ def _caller_deadline_passed(control: CallControl) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-_WOKEN = "woken"  # the reader thread left its turn for a stream that reads for itself
-_MINE, _OTHER, _TIMEOUT = 0, 1, 2  # what a stream's turn on the pipe found (_WorkerBackend._read_own)
-_OWN_POLL = 1.0  # seconds a stream reading for itself waits on the pipe before it looks at its queue again
-_AT_PIPE = math.inf  # _Link.left while the owner is at the pipe: never away
-
-
-class _Link:
-    """The reading end of one worker's stdout, and whose turn it is to read it.
-
-    The reader thread reads every frame and hands each to its call, except while a sync stream
-    is the only call in flight (:data:`DIRECT_READ`): that stream's own thread then reads its
-    frames (the reader thread waits on ``cond``), so a token wakes one thread instead of two.
-    Whoever polls or reads holds ``turn``; ``owner`` is the stream reading for itself.
-    """
-
-    def __init__(self, proc: subprocess.Popen[bytes], direct: bool) -> None:
-        assert proc.stdout is not None
-        self.proc = proc
-        self.turn = threading.Lock()
-        self.cond = threading.Condition()  # guards owner and closed
-        self.owner: int | None = None
-        self.left = 0.0  # when the owner last left the pipe for its consumer
-        self.closed = False
-        self.torn = False
-        self.pipe: FramePipe | None = None
-        if direct:
-            self.pipe = FramePipe(proc.stdout)  # type: ignore[arg-type]
-            self.wake_r, self.wake_w = os.pipe()  # wakes the reader thread from its poll
-            os.set_blocking(self.wake_r, False)
-            os.set_blocking(self.wake_w, False)
-            self.poller = select.poll()  # the reader thread's: the pipe and its wake-up
-            self.poller.register(self.pipe.fd, select.POLLIN)
-            self.poller.register(self.wake_r, select.POLLIN)
-            self.own_poller = select.poll()  # the owner's: the pipe
-            self.own_poller.register(self.pipe.fd, select.POLLIN)
-
-    def wake_reader(self) -> None:
-        """Wake the reader thread from its poll (under ``cond``)."""
-        if self.pipe is not None and not self.closed:
-            try:
-                os.write(self.wake_w, b"x")
-            except BlockingIOError:  # already plenty of wake-ups waiting
-                pass
-
-    def drain_wakes(self) -> None:
-        try:
-            os.read(self.wake_r, 4096)
-        except BlockingIOError:
-            pass
-
-    def close(self) -> None:
-        """Close the wake-up pipe (after the worker's pipe ended, under ``cond``'s closed)."""
-        if self.pipe is not None:
-            with self.cond:
-                for fd in (self.wake_r, self.wake_w):
-                    os.close(fd)
-                self.pipe = None
-
-
 class _WorkerBackend(_Backend):
     """Talks to a worker process; restarts it on the next call after it died.
 
@@ -481,18 +369,13 @@ class _WorkerBackend(_Backend):
     replaced, so the model is usable again. Calls that were still waiting in its queue are
     sent to the new worker.
 
-    Frames from the worker are read by a reader thread and handed to their calls, except that a
-    sync stream that is the only call in flight reads its own (see :class:`_Link`): it takes the
-    pipe before its request goes, gives it back to the reader thread when another call starts,
-    when a frame is not its own or not all there yet, or when its consumer leaves the pipe
-    unread for :data:`AWAY` seconds.
+    One reader thread per worker reads every frame and hands it to its call (sync, async or
+    concurrent alike); a caller only ever waits on its own queue, with its deadline.
     """
 
     def __init__(self, key: SessionKey) -> None:
         self.key = key
         self._proc: subprocess.Popen[bytes] | None = None
-        self._link: _Link | None = None  # the reading end of the worker's pipe
-        self.direct_read = DIRECT_READ  # for a worker started from now on
         self._start_lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._handlers: dict[int, Callable[[tuple[Any, ...]], None]] = {}
@@ -507,7 +390,8 @@ class _WorkerBackend(_Backend):
     def _ensure(self) -> subprocess.Popen[bytes]:
         with self._start_lock:
             proc = self._proc
-            if proc is not None and proc.poll() is None:
+            # A closed stdin: its reader thread saw it die and is reaping it (poll() may not say so yet).
+            if proc is not None and proc.poll() is None and proc.stdin is not None and not proc.stdin.closed:
                 return proc
             if self._closed:  # a call still in flight (a resend) after close(): no new worker
                 raise WorkerDiedError("the engine was closed during the call")
@@ -529,9 +413,8 @@ class _WorkerBackend(_Backend):
                         "raise RYZENAI_LLM_START_TIMEOUT"
                     )
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
-            link = _Link(proc, self.direct_read)
-            self._proc, self._link = proc, link
-            threading.Thread(target=self._read, args=(link,), daemon=True, name="ryzenai-worker-reader").start()
+            self._proc = proc
+            threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
             return proc
 
     def ensure_loaded(self) -> None:
@@ -541,60 +424,30 @@ class _WorkerBackend(_Backend):
             self.call("load")
             self._loaded_pid = proc.pid
 
-    def _read(self, link: _Link) -> None:
-        """The reader thread: reads and hands over every frame, except while a stream reads for itself."""
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        """The reader thread: hands every frame from the worker to its call until the pipe ends.
+
+        No signal interrupts this thread (Python delivers them to the main thread), so a frame is
+        never left half read; a torn frame (the worker died writing it) ends the worker.
+        """
+        assert proc.stdout is not None
+        stdout = proc.stdout
         try:
             while True:
-                with link.cond:
-                    while link.owner is not None and not link.closed:
-                        if not link.cond.wait(AWAY) and link.owner is not None and not link.turn.locked():
-                            if time.monotonic() - link.left >= AWAY:
-                                link.owner = None  # its consumer is busy elsewhere: frames must not wait for it
-                    if link.closed:
+                try:
+                    data = read_frame_bytes(stdout)
+                    if data is None:
                         break
-                with link.turn:
-                    if link.owner is not None:
-                        continue
-                    msg = self._next_frame(link)
-                    if msg is _WOKEN:
-                        continue
-                    if msg is None:
-                        break
-                    self._dispatch(msg)
+                    msg = parse_frame(data)
+                except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
+                    proc.kill()
+                    break
+                self._dispatch(msg)
         finally:
-            self._died(link)
-
-    def _next_frame(self, link: _Link) -> Any:
-        """The next message (the reader thread's turn): None at the end, _WOKEN when a stream claims the pipe."""
-        proc, pipe = link.proc, link.pipe
-        if link.torn:  # a stream found a torn frame (and killed the worker)
-            return None
-        try:
-            if pipe is None:  # a blocking pipe (Windows)
-                assert proc.stdout is not None
-                data = read_frame_bytes(proc.stdout)
-                return None if data is None else parse_frame(data)
-            head = EMPTY if pipe.drained else pipe.head()  # nothing buffered: wait before looking
-            if head is EMPTY:
-                if any(fd == link.wake_r for fd, _ in link.poller.poll()):
-                    link.drain_wakes()
-                    return _WOKEN
-                head = pipe.head()
-                if head is EMPTY:
-                    return None  # readable and empty: the worker closed its end
-            if head is PARTIAL:
-                data = pipe.read_whole()
-                return None if data is None else parse_frame(data)
-            assert not isinstance(head, str)
-            msg = parse_frame(head[1])
-            pipe.consume(head[0])
-            return msg
-        except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
-            proc.kill()
-            return None
+            self._died(proc)
 
     def _dispatch(self, msg: tuple[Any, ...]) -> None:
-        """Hand a message from the worker to its call (whoever holds the pipe's turn)."""
+        """Hand a message from the worker to its call."""
         kind = msg[0]
         if kind == "delta":  # the compact frame of a text-only chunk (see worker.py)
             msg = ("chunk", msg[1], Chunk(text=msg[2], token_ids=msg[3]))
@@ -610,16 +463,9 @@ class _WorkerBackend(_Backend):
         if handler is not None:
             handler(msg)
 
-    def _died(self, link: _Link) -> None:
+    def _died(self, proc: subprocess.Popen[bytes]) -> None:
         """The worker's pipe ended (it exited, was killed or closed, or tore a frame): fail its calls."""
-        proc = link.proc
-        with link.cond:
-            link.closed = True
-            link.owner = None
-            link.cond.notify_all()
-        with link.turn:  # a stream in its turn finishes it first
-            code = reap(proc)
-            link.close()
+        code = reap(proc)
         if self._running is not None and self._sent_to.get(self._running) == proc.pid:
             self._running = None
         err = WorkerDiedError(
@@ -630,140 +476,6 @@ class _WorkerBackend(_Backend):
             if self._sent_to.get(rid) == proc.pid:
                 handler(("error", rid, err))
 
-    # -- a stream that reads for itself
-    def _take_pipe(self, link: _Link, rid: int) -> bool:
-        """Make stream ``rid`` the pipe's owner if it is the only call in flight (the reader thread then waits)."""
-        with link.cond:
-            alone = len(self._handlers) == 1 and rid in self._handlers
-            if link.pipe is None or link.closed or link.torn or link.owner is not None or not alone:
-                return False
-            link.owner = rid
-            link.left = time.monotonic()
-            link.wake_reader()
-            return True
-
-    def _claim(self, link: _Link, rid: int) -> bool:
-        """Make stream ``rid`` the pipe's reader (its owner, or alone now); False if it is not.
-
-        From here until the stream leaves the pipe's turn, the reader thread does not take the
-        pipe back (else it could wait on the pipe holding the turn while the stream waits for
-        the turn, its last frames already in its queue).
-        """
-        if link.owner != rid and not self._take_pipe(link, rid):
-            return False
-        link.left = _AT_PIPE
-        return True
-
-    def _step_back(self, link: _Link, rid: int) -> None:
-        """Stream ``rid`` stops reading for itself: the reader thread reads again."""
-        with link.cond:
-            if link.owner == rid:
-                link.owner = None
-                link.cond.notify_all()
-
-    def _read_own(self, link: _Link, call: _Pending) -> tuple[str, Any] | int:
-        """One turn of stream ``call`` on the pipe: the item of a frame of its own, _MINE, _TIMEOUT or _OTHER.
-
-        A text frame of its own comes back as its item (the common case: no hand-over through
-        the queue); any other frame of its own is dispatched (_MINE: its item, if any, is in the
-        queue). _OTHER: the reader thread should read what comes (a frame for another call, a
-        frame still arriving, a torn frame or the pipe's end; or the reader took the pipe back).
-        Only frames of its own are consumed here: a KeyboardInterrupt in this thread can lose at
-        most one of those, with the stream it ends.
-        """
-        pipe = link.pipe
-        assert pipe is not None
-        rid = call.rid
-        polled = False
-        while link.owner == rid:
-            if pipe.drained and not polled:  # nothing buffered: wait on the pipe before looking
-                # At most a second at a time: what reaches the queue other than through the pipe is seen within it.
-                timeout = call.wait_slice()
-                wait = max(1, math.ceil(min(timeout if timeout is not None else _OWN_POLL, _OWN_POLL) * 1000))
-                if not link.own_poller.poll(wait):
-                    return _TIMEOUT
-                polled = True
-            try:
-                head = pipe.head()
-            except (OSError, ValueError):  # closed under us
-                return _OTHER
-            except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
-                link.proc.kill()
-                link.torn = True
-                return _OTHER
-            if head is EMPTY:
-                if polled:
-                    return _OTHER  # readable and empty: the pipe's end
-                pipe.drained = True  # nothing buffered, nothing to read now: wait above
-                continue
-            if head is PARTIAL:
-                return _OTHER  # the reader thread, which no signal interrupts, waits for the rest
-            assert not isinstance(head, str)
-            try:
-                msg = parse_frame(head[1])
-            except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
-                link.proc.kill()
-                link.torn = True
-                return _OTHER
-            if msg[1] != rid and msg[1] in self._handlers:
-                return _OTHER
-            try:
-                pipe.consume(head[0])
-            except (OSError, ValueError):  # closed under us
-                return _OTHER
-            if msg[0] == "delta" and msg[1] == rid:  # a middle chunk (see worker.py): straight to the stream
-                call.started_output = True
-                return ("chunk", Chunk(text=msg[2], token_ids=msg[3]))
-            self._dispatch(msg)
-            return _MINE
-        return _OTHER
-
-    def _wait_own(self, q: queue.SimpleQueue[tuple[str, Any]], call: _Pending) -> tuple[str, Any]:
-        """The next item of a sync stream: read from the pipe by its own thread while it is alone."""
-        call.control.idle_since = None
-        rid = call.rid
-        while True:
-            if not q.empty():
-                return q.get_nowait()
-            link = self._link
-            if link is None or link.pipe is None or link.proc is not self._proc or not self._claim(link, rid):
-                return _get(q, call)
-            # The turn is taken by `with`: its release is in place before a Ctrl-C in this thread
-            # can be raised (an acquire() followed by a try could leave it held: every call hangs).
-            with link.turn:
-                try:
-                    if link.owner != rid:  # the reader thread took the pipe back
-                        got: tuple[str, Any] | int = _OTHER
-                    elif not q.empty():
-                        # Frames are handed over only by whoever holds the turn: one the reader thread
-                        # handed over before this stream took it is in the queue now.
-                        got = _MINE
-                    else:
-                        got = self._read_own(link, call)
-                finally:
-                    link.left = time.monotonic()
-            if type(got) is tuple:
-                return got
-            if got == _TIMEOUT:
-                call.waited()
-            elif got == _OTHER:
-                self._step_back(link, rid)
-                return _get(q, call)
-
-    def stream(self, request: Request) -> Generator[Chunk, None, None]:
-        q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        call = _Pending(self, request)
-        call.put = q.put
-        call.reads_itself = True
-        try:
-            self.ensure_loaded()
-            call.control.start_clock()
-            self.launch(call)
-            while (chunk := call.take(self._wait_own(q, call))) is not None:
-                yield chunk
-        finally:
-            self.finish(call)
-
     def _send(self, message: tuple[Any, ...]) -> None:
         proc = self._ensure()
         assert proc.stdin is not None
@@ -771,31 +483,20 @@ class _WorkerBackend(_Backend):
             self._sent_to[message[1]] = proc.pid
         try:
             write_frame(proc.stdin, message, self._write_lock)
-        except (BrokenPipeError, OSError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
             raise WorkerDiedError(
                 f"the model worker process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
             ) from exc
 
     def _register(self, handler: Callable[[tuple[Any, ...]], None]) -> int:
         rid = next(self._ids)
-        link = self._link
-        if link is None:
-            self._handlers[rid] = handler
-            return rid
-        with link.cond:  # a stream reading for itself is no longer alone: the reader thread reads for both
-            self._handlers[rid] = handler
-            if link.owner is not None:
-                link.owner = None
-                link.cond.notify_all()
+        self._handlers[rid] = handler
         return rid
 
     def _forget(self, rid: int) -> None:
         self._handlers.pop(rid, None)
         self._sent_to.pop(rid, None)
         self._streams.pop(rid, None)
-        link = self._link
-        if link is not None and link.owner == rid:
-            self._step_back(link, rid)
 
     # -- calls
     def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
@@ -833,9 +534,12 @@ class _WorkerBackend(_Backend):
         control.phase = "queued"
         self._streams[call.rid] = control
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
-        if call.reads_itself and (link := self._link) is not None:
-            self._take_pipe(link, call.rid)  # before the request goes: every frame of the answer is its own to read
-        self._send(("stream", call.rid, messages, request.options, control.timeout))
+        try:
+            self._send(("stream", call.rid, messages, request.options, control.timeout))
+        except WorkerDiedError as exc:  # it died before the request reached it: resent as the policy says
+            if self._closed or not call.may_retry(exc):
+                raise
+            threading.Thread(target=self._resend, args=(call,), daemon=True).start()
 
     def _resend(self, call: _Pending) -> None:
         """Send a call whose worker died before any output to a new worker (unless its caller left)."""
@@ -855,9 +559,6 @@ class _WorkerBackend(_Backend):
                 if held is not None:
                     control.deadline = held + (time.monotonic() - started)
             if call.rid in self._handlers:  # its caller may have left during the load
-                # Its thread waits on its queue now, so the reader thread reads for it until it
-                # comes back to the pipe (taking the pipe here would leave it unread for AWAY s).
-                call.reads_itself = False
                 self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
             call.put(("error", exc))
@@ -916,7 +617,7 @@ class _WorkerBackend(_Backend):
         assert proc.stdin is not None
         try:
             write_frame(proc.stdin, ("cancel", rid), self._write_lock)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: its pipe was closed (it died just now)
             pass
 
     @property
@@ -926,12 +627,6 @@ class _WorkerBackend(_Backend):
     def close(self) -> None:
         self._closed = True  # calls still in flight fail; none is sent to a new worker
         proc, self._proc = self._proc, None
-        link, self._link = self._link, None
-        if link is not None:
-            with link.cond:  # the reader thread, if it waits for a stream, ends the link now
-                link.closed = True
-                link.owner = None
-                link.cond.notify_all()
         if proc is not None:
             reap(proc, timeout=5)
 

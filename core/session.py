@@ -140,7 +140,6 @@ class CallControl:
         "budget_name",
         "cancel",
         "deadline",
-        "drain",
         "idle_since",
         "lock",
         "on_phase",
@@ -148,7 +147,6 @@ class CallControl:
         "preempted",
         "prompt_tokens",
         "suspended_since",
-        "thread",
         "timeout",
         "tokens",
     )
@@ -167,10 +165,6 @@ class CallControl:
         self.phase = "queued"
         self.idle_since: float | None = None
         self.suspended_since: float | None = None
-        self.thread: int | None = None  # the thread that runs the generation while it holds the model
-        # Runs a generation paused at a yield to its end, keeping its chunks for its reader: how a
-        # call in the same thread gets the model (set by a stream that runs in its caller's thread).
-        self.drain: Callable[[], None] | None = None
         self.preempted = False
         self.lock = threading.Lock()
         self.tokens = 0
@@ -680,8 +674,6 @@ class Session:
         """Wait for the model: False if cancelled; stops an unread stream holding it (see ABANDON_AFTER)."""
         if self._gen_lock.acquire(timeout=0):
             return True
-        if self.drain_paused_holder() and self._gen_lock.acquire(timeout=0):
-            return True
         control.enter("queued")
         while True:
             wait = QUEUED_POLL
@@ -693,27 +685,6 @@ class Session:
             if control.cancel.is_set():
                 return False
             self._preempt_idle_holder()
-
-    def drain_paused_holder(self) -> bool:
-        """Run to its end a stream paused in this very thread that holds the model.
-
-        Two streams read in turn in one thread (e.g. zipped): the paused one cannot resume
-        while the other waits for the model, so it runs to its end now and keeps its chunks
-        for its reader (``CallControl.drain``, set by a stream that runs in its caller's thread).
-
-        Returns:
-            whether a stream was drained.
-        """
-        holder = self._holder
-        if (
-            holder is None
-            or holder.drain is None
-            or holder.thread != threading.get_ident()
-            or holder.suspended_since is None
-        ):
-            return False
-        holder.drain()
-        return True
 
     def _preempt_idle_holder(self) -> None:
         holder = self._holder
@@ -773,7 +744,6 @@ class Session:
         if not self._acquire(control):
             return
         self._holder = control
-        control.thread = threading.get_ident()
         owner = True
         deadline = control.deadline
         generator = None

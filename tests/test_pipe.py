@@ -1,11 +1,9 @@
-"""The worker's pipe: a sync stream alone reads its own frames; everything else goes through the reader thread.
+"""The worker's pipe: one reader thread per worker hands every frame to its call.
 
-A sync stream that is the only call in flight reads the worker's frames in its own thread
-(POSIX), so a token wakes one thread of the caller instead of two. These tests hold what that
-must not change: the same output as the reader thread's relay, calls from the stream's own
-thread or another one while it streams, async streams beside it, a consumer that leaves the
-pipe unread, a Ctrl-C at any moment (the worker stays), a worker that dies, a torn frame,
-frames larger than one read. Real OGA on the fixture model; real pipes.
+What that must hold: calls from the stream's own thread or another one while it streams,
+async streams beside a sync one, a Ctrl-C at any moment (the worker stays), a worker that
+dies, a torn frame, a close from another thread, a write to a worker that was just killed.
+Real OGA on the fixture model; real pipes.
 """
 
 from __future__ import annotations
@@ -24,11 +22,8 @@ import pytest
 from conftest import LASTING_MODEL, close_engines_under
 from ryzenai_core import ChatMessage, Engine, WorkerDiedError
 from ryzenai_core import engine as engine_module
-from ryzenai_core._frames import EMPTY, PARTIAL, PIPE_BUFFER, FramePipe, parse_frame, write_frame
-from ryzenai_core.engine import _WorkerBackend
+from ryzenai_core._frames import parse_frame
 from ryzenai_core.options import validated_options
-
-pytestmark = pytest.mark.skipif(not engine_module.DIRECT_READ, reason="a stream reads for itself on POSIX only")
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
 N = 48
@@ -55,49 +50,21 @@ def engine(model):
     return e
 
 
-def _second_worker(engine: Engine, direct: bool) -> Engine:
-    """A second worker on ``engine``'s model, reading for itself or with every frame relayed."""
+def _second_worker(engine: Engine) -> Engine:
+    """A second worker on ``engine``'s model."""
     e = Engine(engine.key, "process")
-    e.backend.direct_read = direct
     e.load()
     return e
 
 
 @pytest.fixture(scope="module")
-def relay(engine):
-    """A second worker on the same model whose frames all go through the reader thread (as on Windows)."""
-    e = _second_worker(engine, direct=False)
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="module")
-def reference(relay):
-    """The greedy answer's deltas and ids through the relay."""
-    return [(c.text, tuple(c.token_ids)) for c in relay.stream(MSGS, opts())]
+def reference(engine):
+    """The greedy answer's deltas and ids."""
+    return [(c.text, tuple(c.token_ids)) for c in engine.stream(MSGS, opts())]
 
 
 def deltas(stream):
     return [(c.text, tuple(c.token_ids)) for c in stream]
-
-
-def test_a_stream_alone_reads_for_itself_and_streams_what_the_relay_streams(engine, relay, reference):
-    link = engine.backend._link
-    owners = []
-    out = []
-    for c in engine.stream(MSGS, opts()):
-        owners.append(link.owner)
-        out.append((c.text, tuple(c.token_ids)))
-    assert out == reference
-    assert all(o is not None for o in owners[:-1])  # every chunk but the last came while it owned the pipe
-    assert link.owner is None  # handed back at the end
-    relayed = relay.backend._link
-    assert relayed.pipe is None
-    stream = relay.stream(MSGS, opts())
-    first = next(stream)
-    (rid,) = relay.backend._handlers
-    assert not relay.backend._take_pipe(relayed, rid)  # alone, yet the reader thread reads for it
-    assert [(first.text, tuple(first.token_ids)), *deltas(stream)] == reference
 
 
 def test_a_call_from_the_streams_own_thread_mid_stream_is_answered(engine, reference):
@@ -152,86 +119,6 @@ def test_an_async_stream_beside_a_sync_one_gets_its_own_answer(engine, reference
     assert sync_out == reference
 
 
-def test_a_consumer_that_leaves_the_pipe_unread_gets_it_taken_back_and_loses_nothing(engine, reference):
-    link = engine.backend._link
-    stream = engine.stream(MSGS, opts())
-    out = [next(stream)]
-    out[0] = (out[0].text, tuple(out[0].token_ids))
-    assert link.owner is not None
-    time.sleep(engine_module.AWAY * 5)  # busy elsewhere: the reader thread reads on (the worker is not held up)
-    assert link.owner is None
-    out += deltas(stream)
-    assert out == reference
-
-
-def test_a_frame_handed_over_just_before_the_stream_takes_the_pipe_is_not_missed(engine, reference, monkeypatch):
-    """The reader thread may hand a frame to the stream between the stream's look at its queue and
-    its turn on the pipe: the stream must find it there, not wait on the pipe for the next one."""
-    real = _WorkerBackend._claim
-
-    def late(self, link, rid):
-        time.sleep(engine_module.AWAY * 3)  # meanwhile the reader thread takes the pipe back and hands the rest over
-        return real(self, link, rid)
-
-    monkeypatch.setattr(_WorkerBackend, "_claim", late)
-    started = time.monotonic()
-    assert deltas(engine.stream(MSGS, opts(), timeout=20)) == reference
-    assert time.monotonic() - started < 10
-
-
-def test_a_ctrl_c_after_any_call_of_the_streams_own_reading_leaves_the_pipe_usable(engine, reference, monkeypatch):
-    """A KeyboardInterrupt right after each call, in turn, of the code by which a stream reads the
-    pipe for itself (where Python raises a signal's exception: when a call returns): the pipe's
-    turn is never left taken (the reader thread and every later call would wait for it forever),
-    the pipe is never left in the middle of a frame, and the next stream streams the right answer
-    on the same worker."""
-    pid = engine.backend.pid
-    me = threading.get_ident()
-    calls = {"n": 0, "at": 0}
-
-    def interrupting(real):
-        def call(*args, **kwargs):
-            out = real(*args, **kwargs)
-            if threading.get_ident() == me:
-                calls["n"] += 1
-                if calls["n"] == calls["at"]:
-                    raise KeyboardInterrupt
-            return out
-
-        return call
-
-    for owner, name in [
-        (_WorkerBackend, "_claim"),
-        (_WorkerBackend, "_take_pipe"),
-        (_WorkerBackend, "_read_own"),
-        (_WorkerBackend, "_dispatch"),
-        (_WorkerBackend, "_step_back"),
-        (FramePipe, "head"),
-        (FramePipe, "consume"),
-        (engine_module, "parse_frame"),
-        (engine_module, "Chunk"),
-    ]:
-        monkeypatch.setattr(owner, name, interrupting(getattr(owner, name)))
-    interrupted = 0
-    for at in range(1, 80):
-        calls.update(n=0, at=at)
-        try:
-            for _ in engine.stream(MSGS, opts()):
-                pass
-        except KeyboardInterrupt:
-            interrupted += 1
-        calls["at"] = 0
-        # A turn left taken would stop the reader thread and every later stream, which would
-        # wait for it forever: the next one runs in a thread of its own, given 30 s.
-        out: list = []
-        after = threading.Thread(target=lambda out=out: out.append(deltas(engine.stream(MSGS, opts()))), daemon=True)
-        after.start()
-        after.join(30)
-        assert out == [reference], f"the stream after an interrupt at call {at} did not stream the answer"
-    assert interrupted == 79
-    assert engine.backend.pid == pid
-
-
 def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
     """A KeyboardInterrupt in the reading thread loses at most that stream's own frame: the pipe
     stays whole, so the worker is not replaced, and the next call streams the right answer."""
@@ -253,9 +140,8 @@ def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
     assert interrupted >= 10  # a LONG answer outlasts every timer
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
-def test_a_worker_killed_mid_stream_is_an_error_and_the_next_call_works(engine, relay, direct):
-    e = engine if direct else relay
+def test_a_worker_killed_mid_stream_is_an_error_and_the_next_call_works(engine):
+    e = engine
     pid = e.backend.pid
     stream = e.stream(MSGS, opts(LONG))
     next(stream)
@@ -267,9 +153,8 @@ def test_a_worker_killed_mid_stream_is_an_error_and_the_next_call_works(engine, 
     assert e.backend.pid != pid
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
-def test_a_torn_frame_replaces_the_worker(engine, relay, direct, monkeypatch):
-    e = engine if direct else relay
+def test_a_torn_frame_replaces_the_worker(engine, monkeypatch):
+    e = engine
     pid = e.backend.pid
     seen = []
 
@@ -291,85 +176,14 @@ def test_a_torn_frame_replaces_the_worker(engine, relay, direct, monkeypatch):
     assert e.backend.pid != pid
 
 
-# ---------------------------------------------------------------- FramePipe on a real pipe
-def _frame(message) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return len(data).to_bytes(4, "little") + data
-
-
-def test_frame_pipe_takes_whole_frames_and_waits_out_partial_ones():
-    r, w = os.pipe()
-    reader = open(r, "rb", buffering=PIPE_BUFFER)  # noqa: SIM115 - closed below
-    try:
-        pipe = FramePipe(reader)
-        assert pipe.head() == EMPTY
-        small = ("delta", 1, "héllo", [1, 2])
-        os.write(w, _frame(small) + _frame(("end", 1)))
-        size, body = pipe.head()
-        assert parse_frame(body) == small
-        pipe.consume(size)
-        size, body = pipe.head()
-        assert parse_frame(body) == ("end", 1)
-        pipe.consume(size)
-        assert pipe.head() == EMPTY
-
-        big = ("chunk", 2, "x" * 200_000)  # larger than the pipe and the buffer: written in parts
-        frame = _frame(big)
-        os.write(w, frame[:3])
-        assert pipe.head() == PARTIAL  # not even the header yet
-
-        def rest():
-            time.sleep(0.05)
-            with open(w, "wb", closefd=False) as out:
-                out.write(frame[3:])
-
-        writer = threading.Thread(target=rest)
-        writer.start()
-        assert parse_frame(pipe.read_whole()) == big
-        writer.join()
-        assert pipe.head() == EMPTY
-
-        with open(w, "wb", closefd=False) as out:
-            write_frame(out, small)
-        os.close(w)
-        w = -1
-        size, body = pipe.head()
-        pipe.consume(size)
-        assert pipe.head() == EMPTY and pipe.read_whole() is None  # the end
-    finally:
-        reader.close()
-        if w >= 0:
-            os.close(w)
-
-
-def test_a_frame_still_arriving_is_left_to_the_reader_thread_and_nothing_is_lost(engine, reference, monkeypatch):
-    """A frame that has not all arrived (larger than one read) is the reader thread's to wait for:
-    the stream's thread, which a Ctrl-C can interrupt, never holds part of one."""
-    real = FramePipe.head
-    me = threading.get_ident()
-    looks = []
-
-    def arriving(self):
-        head = real(self)
-        if threading.get_ident() == me and not isinstance(head, str):
-            looks.append(head[0])
-            if len(looks) % 3 == 1:
-                return PARTIAL  # as if the rest were still on its way
-        return head
-
-    monkeypatch.setattr(FramePipe, "head", arriving)
-    assert deltas(engine.stream(MSGS, opts())) == reference
-    assert looks  # the stream's thread met a frame "still arriving" (and left it to the reader thread)
-
-
 # ---------------------------------------------------------------- close() while a stream runs
 @pytest.fixture
 def second(engine):
-    """A second worker on the same model (closed by its test), reading for itself or relayed."""
+    """A second worker on the same model (closed by its test)."""
     made = []
 
-    def _make(direct: bool) -> Engine:
-        made.append(_second_worker(engine, direct))
+    def _make() -> Engine:
+        made.append(_second_worker(engine))
         return made[-1]
 
     yield _make
@@ -377,11 +191,10 @@ def second(engine):
         e.close()
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
-def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, direct, monkeypatch):
+def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, monkeypatch):
     """close() from another thread between the look at a frame and taking it: the stream ends with
     WorkerDiedError (the worker is gone), not an error about a closed file."""
-    e = second(direct)
+    e = second()
     real = engine_module.parse_frame
     seen = []
 
@@ -401,11 +214,10 @@ def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, direct, mo
             pass
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["reads-for-itself", "relay"])
-def test_close_before_a_streams_first_output_starts_no_new_worker(second, direct):
+def test_close_before_a_streams_first_output_starts_no_new_worker(second):
     """close() after a stream's request went to the worker, before any output: the call fails with
     WorkerDiedError instead of being sent to a new worker that the closed engine would never end."""
-    e = second(direct)
+    e = second()
     backend = e.backend
     sent = threading.Event()
     real_send = backend._send
@@ -423,3 +235,17 @@ def test_close_before_a_streams_first_output_starts_no_new_worker(second, direct
             pass
     closer.join()
     assert backend._proc is None and backend.pid is None
+
+
+def test_a_call_right_after_a_kill_is_a_worker_error_or_resent_never_a_closed_file(engine):
+    """Just after a kill the worker may still look alive (its reader thread is reaping it): a write
+    to its closed pipe is WorkerDiedError (and resent, as the call never reached a worker)."""
+    for _ in range(6):
+        pid = engine.backend.pid
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(3):
+            try:
+                out = deltas(engine.stream(MSGS, opts(4)))
+            except WorkerDiedError:
+                continue
+            assert sum(len(ids) for _, ids in out) == 4
