@@ -178,7 +178,6 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
     worker = Engine.get(path, num_threads=THREADS, execution="process")
     worker.load()
     relay = Engine(worker.key, "process")  # a second worker, every frame handed over by the reader thread
-    relay.backend.direct_read = False  # type: ignore[union-attr]
     before = set(threading.enumerate())
     relay.load()
     relay_reader = next(t for t in set(threading.enumerate()) - before if t.name == "ryzenai-worker-reader")

@@ -471,7 +471,6 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     inline = Engine.get(path, num_threads=THREADS, execution="inline", session_options=opts)
     worker = Engine.get(path, num_threads=THREADS, execution="process", session_options=opts)
     relay = Engine(worker.key, "process")  # a second worker, every frame handed over by the reader thread
-    relay.backend.direct_read = False  # type: ignore[union-attr]
     inline.load()
     worker.load()
     relay.load()
