@@ -67,6 +67,52 @@ def test_cancelling_a_task_after_its_first_chunk_always_cancels_with_a_timeout(e
     assert asyncio.run(all_of_them()) == 20
 
 
+async def _cancelled_after_first_chunk(stream_factory, rounds: int = 10) -> int:
+    """How many of `rounds` tasks, each cancelled after its first chunk, end cancelled."""
+
+    async def one() -> bool:
+        first = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in await stream_factory():
+                first.set()
+
+        task = asyncio.create_task(consume())
+        await first.wait()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    return sum([await one() for _ in range(rounds)])
+
+
+def test_cancelling_a_langchain_astream_after_its_first_chunk_cancels_with_a_timeout(engine):
+    from langchain_ryzenai import ChatRyzenAI
+
+    lc = ChatRyzenAI(model=str(engine.package.path), timeout=20, max_tokens=LONG, temperature=0, kv_reuse=False)
+
+    async def stream():
+        return lc.astream("Tell me about the NPU.")
+
+    assert asyncio.run(_cancelled_after_first_chunk(stream)) == 10
+
+
+def test_cancelling_a_llamaindex_astream_chat_after_its_first_chunk_cancels_with_a_timeout(engine):
+    from llama_index.core.llms import ChatMessage as LIMessage
+
+    from llamaindex_ryzenai import RyzenAILLM
+
+    li = RyzenAILLM(model=str(engine.package.path), timeout=20, max_new_tokens=LONG, temperature=0, kv_reuse=False)
+
+    async def stream():
+        return await li.astream_chat([LIMessage(role="user", content="Tell me about the NPU.")])
+
+    assert asyncio.run(_cancelled_after_first_chunk(stream)) == 10
+
+
 def test_a_storm_of_mixed_calls_ends_every_call_by_its_deadline_and_answers_as_a_quiet_run(engine):
     rng = random.Random(2027)
     prompts = [[ChatMessage("user", q)] for q in ("Name a prefill bucket.", "What is an NPU?", "Say hi.")]
