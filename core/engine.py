@@ -241,6 +241,9 @@ class _Backend:
     def launch(self, call: _Pending) -> None:
         raise NotImplementedError
 
+    def precheck(self, request: Request) -> None:
+        """Refuse a request that cannot run before anything is loaded for it."""
+
     def on_wait(self, call: _Pending) -> None:
         """Nothing arrived within a slice (and the deadline has not passed)."""
 
@@ -258,6 +261,7 @@ class _Backend:
         call = _Pending(self, request)
         call.put = q.put
         try:
+            self.precheck(request)
             self.ensure_loaded()
             call.control.start_clock()
             self.launch(call)
@@ -279,6 +283,7 @@ class _Backend:
 
         call.put = put
         try:
+            self.precheck(request)
             await loop.run_in_executor(None, self.ensure_loaded)
             call.control.start_clock()
             self.launch(call)
@@ -306,6 +311,9 @@ class _InlineBackend(_Backend):
 
     def ensure_loaded(self) -> None:
         self.session.load()
+
+    def precheck(self, request: Request) -> None:
+        self.session.refuse(request.options)
 
     def launch(self, call: _Pending) -> None:
         request, put = call.request, call.put

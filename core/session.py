@@ -648,6 +648,10 @@ class Session:
         """Prefix reuse is on by default only where the runtime's support is known (see :mod:`.kv_cache`)."""
         return kv_reuse_default(self.package)
 
+    def refuse(self, options: GenerationOptions) -> None:
+        """Refuse, before loading anything, options this package cannot run (kv_reuse=True unrewindable)."""
+        self._kv.enabled(options.kv_reuse, options.called("kv_reuse"))
+
     def stream(
         self,
         messages: Sequence[ChatMessage] | RawPrompt,
@@ -660,7 +664,7 @@ class Session:
         """
         t_call = time.perf_counter()
         control = control or CallControl()
-        self._kv.enabled(options.kv_reuse, options.called("kv_reuse"))  # refuses kv_reuse=True before loading
+        self.refuse(options)
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
         control.budget_name = options.called("max_new_tokens")
