@@ -117,12 +117,7 @@ def describe_folder(
                 prompt_limit=emb.max_length,
                 problem=_missing("onnxruntime", "tokenizers"),
             )
-        try:
-            rerank = RerankPackage.open(folder)
-        except RyzenAIError:
-            raise
-        except Exception as exc:  # a corrupt ONNX file (protobuf DecodeError) must not end the listing
-            return _with(entry, problem=f"{entry.name}: its ONNX model cannot be read ({type(exc).__name__}: {exc})")
+        rerank = RerankPackage.open(folder)  # a damaged ONNX file is a ModelPackageError, listed as why
         return _with(
             entry,
             mode="static" if rerank.static_shape else "dynamic",

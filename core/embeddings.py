@@ -58,6 +58,7 @@ from .errors import (
     LfsPointerError,
     MissingTokenizerError,
     ModelNotFoundError,
+    ModelPackageError,
     RuntimeNotAvailableError,
     UnsupportedModelError,
     WorkerDiedError,
@@ -284,7 +285,15 @@ class EncoderFolder:
         tok_config = _json_or_none(folder / "tokenizer_config.json", "tokenizer config") or {}
 
         onnx = _import_onnx()
-        model = onnx.load(str(model_file), load_external_data=False)
+        try:
+            model = onnx.load(str(model_file), load_external_data=False)
+        except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, a truncated file
+            raise ModelPackageError(
+                f"{model_file.relative_to(folder)} cannot be read as an ONNX model ({type(exc).__name__}: {exc}; "
+                f"{model_file.stat().st_size} bytes): the file is damaged or incomplete. Download it again "
+                f"(`ryzenai-llm pull REPO_ID`, or `hf download REPO_ID`) or export the model again",
+                path=model_file,
+            ) from exc
         initializers = {i.name for i in model.graph.initializer}
         graph_inputs = {i.name: _dims(i) for i in model.graph.input if i.name not in initializers}
         unknown = sorted(set(graph_inputs) - set(_INPUTS))
