@@ -122,6 +122,28 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[Any]:
+    """The caller reads the first delta frame of the next ``times`` attempts as torn (the worker is
+    then killed; a call with no output yet is sent again). Returns the list the torn frames go to
+    (clear it to tear more)."""
+    import pickle
+
+    from ryzenai_core import engine as engine_module
+
+    real = engine_module.parse_frame
+    torn: list[Any] = []
+
+    def tearing(data: Any) -> Any:
+        message = real(data)
+        if message is not None and message[0] == "delta" and len(torn) < times:
+            torn.append(message)
+            raise pickle.UnpicklingError("pickle data was truncated")
+        return message
+
+    monkeypatch.setattr(engine_module, "parse_frame", tearing)
+    return torn
+
+
 def close_engines_under(folder: Path) -> None:
     """Close (and forget) every shared engine on a model under ``folder``."""
     from ryzenai_core import Engine

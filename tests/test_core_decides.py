@@ -22,11 +22,10 @@ from llama_index.core.base.llms.types import ChatMessage as LIMessage
 from llama_index.core.base.llms.types import MessageRole
 from pydantic import BaseModel
 
-from conftest import TINY_LLAMA, TINY_QWEN3
+from conftest import TINY_LLAMA, TINY_QWEN3, tear_first_deltas
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ChatMessage, Engine, GenerationTimeoutError, Request
-from ryzenai_core import engine as engine_module
 from ryzenai_core.options import validated_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,30 +186,12 @@ def test_an_inline_call_times_out_while_the_model_is_busy(copy_package) -> None:
     assert info.value.phase == "preparing"
 
 
-def tear_the_first_delta(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The caller reads the first delta frame as torn (the worker is then killed; the call,
-    which has no output yet, is sent again). Returns the list the torn frame goes to
-    (clear it to tear the next first delta)."""
-    real = engine_module.parse_frame
-    torn: list[Any] = []
-
-    def tearing(data: Any) -> Any:
-        message = real(data)
-        if message is not None and message[0] == "delta" and not torn:
-            torn.append(message)
-            raise pickle.UnpicklingError("pickle data was truncated")
-        return message
-
-    monkeypatch.setattr(engine_module, "parse_frame", tearing)
-    return torn
-
-
 def test_a_call_whose_worker_died_before_any_output_is_sent_again_for_either_face(own_copy, monkeypatch, caplog):
     """Retry before first output is the engine's: RyzenAILLM gets it as ChatRyzenAI does."""
     engine = Engine.get(own_copy, execution="process")
     engine.load()
     pid = engine.backend.pid
-    torn = tear_the_first_delta(monkeypatch)
+    torn = tear_first_deltas(monkeypatch)
     response = RyzenAILLM(model=str(own_copy), max_new_tokens=4, temperature=0).chat(LI_SYSTEM)
     assert response.raw["usage"]["completion_tokens"] == 4
     assert torn and engine.backend.pid not in (None, pid)
@@ -230,7 +211,7 @@ def test_the_new_workers_load_does_not_count_in_a_resent_calls_timeout(own_copy,
             time.sleep(2.0)  # a load longer than the call's timeout
         return real_call(method, *args, **kwargs)
 
-    torn = tear_the_first_delta(monkeypatch)
+    torn = tear_first_deltas(monkeypatch)
     monkeypatch.setattr(backend, "call", slow_load)
     started = time.monotonic()
     out = engine.generate(CORE_SYSTEM, validated_options(max_new_tokens=4, temperature=0), timeout=1.5)

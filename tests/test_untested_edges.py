@@ -9,16 +9,14 @@ fires in its time, not merely at some point.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
 
-from conftest import TINY_LLAMA, TINY_QWEN3
+from conftest import TINY_LLAMA, TINY_QWEN3, tear_first_deltas
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ChatMessage, ContextBudget, Engine, GenerationTimeoutError, Request, WorkerDiedError
-from ryzenai_core import engine as engine_module
 from ryzenai_core.options import validated_options
 from ryzenai_core.packing import pack_context, packing_limit
 
@@ -95,28 +93,10 @@ def test_the_stop_that_matched_first_in_the_text_is_reported_whatever_its_place_
 # -- workers that die --------------------------------------------------------------------------------
 
 
-def _tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int) -> list[Any]:
-    """The caller reads the first delta frame of the next ``times`` attempts as torn (the worker is killed)."""
-    real = engine_module.parse_frame
-    torn: list[Any] = []
-
-    def tearing(data: Any) -> Any:
-        message = real(data)
-        if message is not None and message[0] == "delta" and len(torn) < times:
-            torn.append(message)
-            import pickle
-
-            raise pickle.UnpicklingError("pickle data was truncated")
-        return message
-
-    monkeypatch.setattr(engine_module, "parse_frame", tearing)
-    return torn
-
-
 def test_max_retries_0_fails_the_call_when_its_worker_dies(copy_package, monkeypatch, caplog):
     engine = Engine.get(copy_package(TINY_LLAMA, "no-retry"), execution="process")
     engine.load()
-    torn = _tear_first_deltas(monkeypatch, 1)
+    torn = tear_first_deltas(monkeypatch, 1)
     with pytest.raises(WorkerDiedError):
         list(engine.run(Request(MESSAGES, validated_options(max_new_tokens=4, temperature=0), None, 0)))
     assert len(torn) == 1 and "sending the call again" not in caplog.text
@@ -127,7 +107,7 @@ def test_max_retries_0_fails_the_call_when_its_worker_dies(copy_package, monkeyp
 def test_a_worker_that_dies_twice_fails_a_call_allowed_one_retry(copy_package, monkeypatch, caplog):
     engine = Engine.get(copy_package(TINY_LLAMA, "dies-twice"), execution="process")
     engine.load()
-    torn = _tear_first_deltas(monkeypatch, 2)
+    torn = tear_first_deltas(monkeypatch, 2)
     with pytest.raises(WorkerDiedError):
         list(engine.run(Request(MESSAGES, validated_options(max_new_tokens=4, temperature=0), None, 1)))
     assert len(torn) == 2 and caplog.text.count("sending the call again (1 of 1)") == 1
