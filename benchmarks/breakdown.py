@@ -42,10 +42,10 @@ from typing import Any
 import onnxruntime_genai as og
 
 from ryzenai_core import ChatMessage, Engine
-from ryzenai_core._frames import read_frame, write_frame
+from ryzenai_core.engine.worker import _wire
+from ryzenai_core.generation.streaming import Chunk, OutputParser
+from ryzenai_core.ipc import read_frame, write_frame
 from ryzenai_core.options import GenerationOptions, validated_options
-from ryzenai_core.streaming import Chunk, OutputParser
-from ryzenai_core.worker import _wire
 
 sys.path.insert(0, str(Path(__file__).parent))
 import overhead  # noqa: E402  (sibling script)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ryzenai_core import ChatMessage, ContextWindowExceededError, Engine, GenerationTimeoutError
 from ryzenai_core.options import validated_options
-from ryzenai_core.structured import json_schema_guidance, tool_call_guidance
+from ryzenai_core.prompt.structured import json_schema_guidance, tool_call_guidance
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "look a word up",

@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ryzenai_core.engine import Engine
+from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import validated_options
@@ -134,8 +134,8 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ryzenai_core.hub import resolve_model
     from ryzenai_core.models import default_model_path
+    from ryzenai_core.package.hub import resolve_model
 
     path = resolve_model(args.path) if args.path else default_model_path()
     engine = Engine.get(path, provider=args.provider, num_threads=args.threads)

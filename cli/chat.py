@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote, urlparse
 
-from ryzenai_core.engine import Completion, Engine
+from ryzenai_core.engine.engine import Completion, Engine
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
@@ -197,8 +197,8 @@ class ChatSession:
 def _chat(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ryzenai_core.hub import resolve_model
     from ryzenai_core.models import default_model_path
+    from ryzenai_core.package.hub import resolve_model
 
     console = Console(highlight=False)
     path = resolve_model(args.path) if args.path else default_model_path()

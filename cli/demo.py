@@ -128,9 +128,9 @@ def _demo(args: argparse.Namespace) -> int:
     from rich.panel import Panel
     from rich.table import Table
 
-    from ryzenai_core.engine import Engine
-    from ryzenai_core.hub import resolve_model
+    from ryzenai_core.engine.engine import Engine
     from ryzenai_core.models import DEFAULT_MODEL, default_model_path
+    from ryzenai_core.package.hub import resolve_model
 
     console = Console(highlight=False)
     texts, questions = load_documents(_docs_folder(args.docs))

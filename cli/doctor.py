@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ryzenai_core.errors import RyzenAIError
-from ryzenai_core.runtime import ENV_RELEASE, EpSearch, env_release, find_ryzenai_ep, parse_release, runtime_info
+from ryzenai_core.package.runtime import (
+    ENV_RELEASE,
+    EpSearch,
+    env_release,
+    find_ryzenai_ep,
+    parse_release,
+    runtime_info,
+)
 
 __all__ = ["Check", "Report", "add_parser", "npu_devices_linux", "npu_devices_windows", "run"]
 
@@ -366,8 +373,8 @@ def check_system(report: Report) -> None:
 # ---------------------------------------------------------------------- a model
 def check_model(report: Report, model: str, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
     """The checks of one model: an LLM package or an embedding folder."""
-    from ryzenai_core.embeddings import is_embedding_folder
-    from ryzenai_core.hub import resolve_model
+    from ryzenai_core.embeddings.engine import is_embedding_folder
+    from ryzenai_core.package.hub import resolve_model
 
     try:
         path = resolve_model(model)
@@ -381,8 +388,8 @@ def check_model(report: Report, model: str, *, provider: str | None, kv_reuse: b
 
 
 def _check_llm(report: Report, path: Path, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
-    from ryzenai_core.chat_template import ChatTemplate
-    from ryzenai_core.package import ModelPackage
+    from ryzenai_core.package.folder import ModelPackage
+    from ryzenai_core.prompt.templates import ChatTemplate
 
     try:
         pkg = ModelPackage.open(path)
@@ -475,7 +482,7 @@ def _ms(seconds: float | None) -> str:
 
 
 def _run_llm(report: Report, pkg: Any, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
-    from ryzenai_core.engine import Engine
+    from ryzenai_core.engine.engine import Engine
     from ryzenai_core.messages import ChatMessage, RawPrompt
     from ryzenai_core.options import validated_options
 
@@ -603,7 +610,7 @@ def _check_long_prompt(report: Report, engine: Any, pkg: Any, raw_prompt: Callab
 
 
 def _check_embedding(report: Report, path: Path) -> None:
-    from ryzenai_core.embeddings import EmbeddingEngine
+    from ryzenai_core.embeddings.engine import EmbeddingEngine
 
     try:
         engine = EmbeddingEngine(path)

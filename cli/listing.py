@@ -7,7 +7,7 @@ one row per cached revision) and from each FOLDER given (a package folder, or a 
 package folders). Each row says what the package is (LLM, embedding model or reranker), its
 mode, Ryzen AI release and prompt limit, its size on disk, and whether it loads here: from
 the files and the installed runtime's metadata, without loading anything (see
-:func:`ryzenai_core.capabilities.load_problem`). Cached repositories that are not ONNX model
+:func:`ryzenai_core.package.capabilities.load_problem`). Cached repositories that are not ONNX model
 packages (PyTorch checkpoints, datasets) are counted, not listed.
 """
 
@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ryzenai_core.capabilities import load_problem
-from ryzenai_core.embeddings import EmbeddingPackage, is_embedding_folder
+from ryzenai_core.embeddings.engine import EmbeddingPackage, is_embedding_folder
 from ryzenai_core.errors import ModelNotFoundError, RyzenAIError
-from ryzenai_core.package import ModelPackage
+from ryzenai_core.package.capabilities import load_problem
+from ryzenai_core.package.folder import ModelPackage
 from ryzenai_core.rerank import RerankPackage
 
 __all__ = ["Entry", "add_parser", "cached_entries", "describe_folder", "folder_entries", "package_kind"]

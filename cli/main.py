@@ -24,17 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from ryzenai_core import __version__
-from ryzenai_core.budget import BudgetPlan
-from ryzenai_core.capabilities import load_problem
-from ryzenai_core.chat_template import ChatTemplate
-from ryzenai_core.embeddings import is_embedding_folder
+from ryzenai_core.embeddings.engine import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
-from ryzenai_core.hub import resolve_model
-from ryzenai_core.kv_cache import kv_reuse_policy
+from ryzenai_core.generation.kv_cache import kv_reuse_policy
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
-from ryzenai_core.package import ModelPackage
+from ryzenai_core.package.budget import BudgetPlan
+from ryzenai_core.package.capabilities import load_problem
+from ryzenai_core.package.folder import ModelPackage
+from ryzenai_core.package.hub import resolve_model
+from ryzenai_core.package.runtime import ENV_RELEASE, runtime_info
+from ryzenai_core.prompt.templates import ChatTemplate
 from ryzenai_core.rerank import is_rerank_folder
-from ryzenai_core.runtime import ENV_RELEASE, runtime_info
 
 from . import bench, chat, demo, doctor, listing, pull
 
@@ -125,7 +125,7 @@ def _verdict(pkg: ModelPackage) -> str:
 
 
 def _embedding_info(path: Path, as_json: bool) -> int:
-    from ryzenai_core.embeddings import EmbeddingEngine
+    from ryzenai_core.embeddings.engine import EmbeddingEngine
 
     facts = EmbeddingEngine(path).describe()
     if as_json:

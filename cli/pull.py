@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ryzenai_core.hub import pull_model
+from ryzenai_core.package.hub import pull_model
 
 __all__ = ["add_parser"]
 

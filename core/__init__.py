@@ -12,11 +12,8 @@ onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
-from ._spawn import freeze_support
-from .budget import BudgetPlan, ContextBudget
-from .chat_template import ChatTemplate
-from .embeddings import EmbeddingEngine, EmbeddingPackage, EmbeddingResult
-from .engine import Completion, Engine
+from .embeddings.engine import EmbeddingEngine, EmbeddingPackage, EmbeddingResult
+from .engine.engine import Completion, Engine
 from .errors import (
     ChatTemplateError,
     ConfigError,
@@ -36,12 +33,15 @@ from .errors import (
     UnsupportedModelError,
     WorkerDiedError,
 )
+from .generation.streaming import Chunk, Timings, Usage
 from .messages import ChatMessage, RawPrompt, ToolCall
 from .options import GenerationOptions, Guidance, ResponseFormat
-from .package import Mode, ModelPackage
+from .package.budget import BudgetPlan, ContextBudget
+from .package.folder import Mode, ModelPackage
+from .prompt.templates import ChatTemplate
 from .request import Request
 from .rerank import RerankEngine, RerankPackage, RerankResult
-from .streaming import Chunk, Timings, Usage
+from .spawn import freeze_support
 
 try:
     __version__ = _version("ryzenai-llm")

@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .budget import ContextBudget
-from .chat_template import ChatTemplate
 from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions
-from .structured import json_object_guidance, json_schema_guidance, tool_call_guidance
+from .package.budget import ContextBudget
+from .prompt.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
+from .prompt.templates import ChatTemplate
 
 __all__ = ["Request", "resolve"]
 

@@ -5,7 +5,7 @@ cross-encoder/ms-marco-MiniLM-L6-v2, ``XLMRobertaForSequenceClassification`` suc
 BAAI/bge-reranker-base) reads a query and a passage together and gives one relevance logit.
 :class:`RerankPackage` reads a folder as Hugging Face ships them (``config.json``,
 ``tokenizer.json``, ``onnx/model.onnx``); :class:`RerankEngine` runs it on the embedding
-engine's machinery (:class:`~ryzenai_core.embeddings.EncoderEngine`: providers, shapes,
+engine's machinery (:class:`~ryzenai_core.embeddings.engine.EncoderEngine`: providers, shapes,
 sessions in this process or a worker each, idle sessions closed)::
 
     query, passages
@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .embeddings import EncoderEngine, EncoderFolder, EncoderSettings, plan_batches
+from .embeddings.engine import EncoderEngine, EncoderFolder, EncoderSettings, plan_batches
 from .errors import InvalidRequestError, UnsupportedModelError
 from .messages import check_prompt_text
 
@@ -270,7 +270,7 @@ class RerankResult:
 class RerankEngine(EncoderEngine[RerankPackage]):
     """Runs one cross-encoder folder: a query and passages in, relevance scores out.
 
-    Sessions, shapes, providers and workers are :class:`~ryzenai_core.embeddings.EncoderEngine`'s
+    Sessions, shapes, providers and workers are :class:`~ryzenai_core.embeddings.engine.EncoderEngine`'s
     (its arguments); static shapes of a dynamic graph default to :data:`DEFAULT_RERANK_BUCKETS`.
     Share one engine per folder and settings with :meth:`get`.
     """

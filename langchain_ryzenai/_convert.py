@@ -13,7 +13,7 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk
 
 from ryzenai_core import ChatMessage, Chunk, InvalidRequestError, ToolCall
-from ryzenai_core.formats import parse_arguments
+from ryzenai_core.prompt.formats import parse_arguments
 
 __all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
 

@@ -3,7 +3,7 @@
 LangChain v1 reads a chat model's limits and features from ``model.profile``: agents'
 summarization middleware, for one, summarizes a conversation before it outgrows
 ``max_input_tokens``. The core reads them from the package's files
-(:func:`ryzenai_core.capabilities.read_capabilities`); this module only renames them. Only
+(:func:`ryzenai_core.package.capabilities.read_capabilities`); this module only renames them. Only
 keys every ``ModelProfile`` since langchain-core 1.3 declares are set (a newer key would
 make an older core warn about an unknown key).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ryzenai_core.capabilities import Capabilities
+from ryzenai_core.package.capabilities import Capabilities
 
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile

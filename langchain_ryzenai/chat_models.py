@@ -40,8 +40,8 @@ from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 from typing_extensions import Self
 
 from ryzenai_core import Engine, InvalidRequestError, Request
-from ryzenai_core.capabilities import read_capabilities
 from ryzenai_core.options import ModelName, Provider, validated_options
+from ryzenai_core.package.capabilities import read_capabilities
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
 from ._options import (

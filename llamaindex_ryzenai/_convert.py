@@ -31,12 +31,12 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import ImageDocument, ImageNode
 
-from ryzenai_core.engine import Completion
+from ryzenai_core.engine.engine import Completion
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.formats import parse_arguments
+from ryzenai_core.generation.streaming import Chunk
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
-from ryzenai_core.streaming import Chunk
+from ryzenai_core.prompt.formats import parse_arguments
 
 __all__: list[str] = []
 
@@ -53,7 +53,7 @@ _ROLES: dict[MessageRole, Role] = {
 
 
 def _arguments(value: Any) -> dict[str, Any]:
-    """Tool-call arguments as a dict (read by the core's :func:`~ryzenai_core.formats.parse_arguments`).
+    """Tool-call arguments as a dict (read by the core's :func:`~ryzenai_core.prompt.formats.parse_arguments`).
 
     Arguments that are not a JSON object stay in the history as ``{"input": ...}`` (the decoded
     value, or the text when it is not JSON) rather than being dropped.

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ryzenai_core.engine import Engine
+from ryzenai_core.engine.engine import Engine
 
 from ._calibration import SEGMENTS
 

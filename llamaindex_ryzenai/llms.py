@@ -47,15 +47,15 @@ from llama_index.core.llms.llm import ToolSelection, default_completion_to_promp
 from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
-from ryzenai_core.budget import ContextBudget
-from ryzenai_core.capabilities import Capabilities, capabilities
-from ryzenai_core.chat_template import ChatTemplate
-from ryzenai_core.engine import Engine
+from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import ModelName, Provider, validated_options
-from ryzenai_core.packing import packing_limit
+from ryzenai_core.package.budget import ContextBudget
+from ryzenai_core.package.capabilities import Capabilities, capabilities
+from ryzenai_core.package.packing import packing_limit
+from ryzenai_core.prompt.templates import ChatTemplate
 from ryzenai_core.request import Request
 
 from ._convert import (
@@ -252,7 +252,7 @@ class RyzenAILLM(StructuredOutput):
     # ------------------------------------------------------------------ the package
     @property
     def engine(self) -> Engine:
-        """The shared :class:`~ryzenai_core.engine.Engine` (opened on first use, model loaded lazily)."""
+        """The shared :class:`~ryzenai_core.engine.engine.Engine` (opened on first use, model loaded lazily)."""
         engine = Engine.get(
             self.model,
             provider=self.provider,

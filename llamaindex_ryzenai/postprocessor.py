@@ -5,7 +5,7 @@ Data flow::
     retrieved nodes (ranked) + query
       -> exact token counts with the package's tokenizer: the QA prompt without context (base),
          each node's LLM text (+ the blank line that joins it to the next)
-      -> ryzenai_core.packing.pack_context: default packing vs bucket-aware packing
+      -> ryzenai_core.package.packing.pack_context: default packing vs bucket-aware packing
       -> check the real prompt (rendered with the chosen context, counted exactly) stays within
          the limit and the chosen bucket, and that LlamaIndex's PromptHelper (counting with
          Settings.tokenizer) will not split it; tighten and repack if not
@@ -37,7 +37,7 @@ from llama_index.core.prompts.prompt_utils import get_biggest_prompt
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 
-from ryzenai_core.packing import PackedPrompt, PackingPlan, pack_context, packing_limit, padded_length
+from ryzenai_core.package.packing import PackedPrompt, PackingPlan, pack_context, packing_limit, padded_length
 
 from .llms import RyzenAILLM
 

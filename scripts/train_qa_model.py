@@ -3,7 +3,7 @@
 A ~1.31M-parameter Llama (hidden 128, 4 layers, 4 heads of 32, 2 kv heads) learns to copy the
 answer to a question out of several short documents of made-up facts (``qa_synth.py``), in the
 real Llama 3.2 chat template rendered exactly as the plugin renders it
-(``ryzenai_core.chat_template.ChatTemplate``), in the prompt shapes LlamaIndex and LangChain
+(``ryzenai_core.prompt.templates.ChatTemplate``), in the prompt shapes LlamaIndex and LangChain
 send. Recipe (after ../shared/TINY_QA_NOTES.md): copy-task warm-up (80% of examples at the
 start, 20% by 30% of the run), curriculum 2 -> 10 documents (by 70% of the run, but never
 ahead of the recent training exact match), loss = answer tokens + 0.3 x LM loss on the rest,
@@ -103,7 +103,7 @@ def log(msg: str) -> None:
 
 # ----------------------------------------------------------------------------- rendering
 def chat_template():
-    from ryzenai_core.chat_template import ChatTemplate
+    from ryzenai_core.prompt.templates import ChatTemplate
 
     return ChatTemplate(
         TEMPLATE.read_text(encoding="utf-8"),

@@ -128,7 +128,7 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
     (clear it to tear more)."""
     import pickle
 
-    from ryzenai_core import engine as engine_module
+    from ryzenai_core.engine import engine as engine_module
 
     real = engine_module.parse_frame
     torn: list[Any] = []
@@ -166,8 +166,8 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
     folder. ``runtime_info``'s cache is cleared before and after. Only the installed
     distributions are stood in for (see tests/test_runtime_branches.py).
     """
-    from ryzenai_core import runtime as runtime_module
-    from ryzenai_core.runtime import runtime_info
+    from ryzenai_core.package import runtime as runtime_module
+    from ryzenai_core.package.runtime import runtime_info
 
     site = tmp_path / "site-packages"
     site.mkdir()

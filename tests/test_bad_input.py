@@ -28,7 +28,7 @@ from ryzenai_core import (
     UnsupportedModelError,
 )
 from ryzenai_core.options import validated_options
-from ryzenai_core.structured import json_schema_guidance, tool_call_guidance
+from ryzenai_core.prompt.structured import json_schema_guidance, tool_call_guidance
 
 HI = [ChatMessage("user", "hi")]
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}

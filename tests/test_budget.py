@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ryzenai_core import ContextBudget, ContextWindowExceededError, InvalidRequestError
-from ryzenai_core.budget import BUCKET_STEP
+from ryzenai_core.package.budget import BUCKET_STEP
 
 QWEN_PREFILL = (128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096)
 QWEN_DECODE = (256, 512, 1024, 2048, 3072, 4096)

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import LASTING_MODEL, LASTING_TOKENS, TINY_LLAMA
 from ryzenai_core import ChatMessage, ChatTemplateError, Engine, GenerationTimeoutError, StreamAbandonedError
-from ryzenai_core import engine as engine_module
-from ryzenai_core import session as session_module
+from ryzenai_core.engine import engine as engine_module
+from ryzenai_core.generation import call as call_module
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
@@ -34,8 +34,8 @@ def _quick_unread_grace(monkeypatch) -> None:
     The streams left unread give the longest answer of the fixtures (LASTING_MODEL), which lasts
     seconds: they are stopped long before they could end by themselves.
     """
-    monkeypatch.setattr(session_module, "ABANDON_AFTER", 0.2)
-    monkeypatch.setattr(session_module, "QUEUED_POLL", 0.05)
+    monkeypatch.setattr(call_module, "ABANDON_AFTER", 0.2)
+    monkeypatch.setattr(call_module, "QUEUED_POLL", 0.05)
     monkeypatch.setattr(engine_module, "_POLL", 0.05)
 
 

@@ -13,8 +13,8 @@ from conftest import MODELS, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ModelPackage, RuntimeNotAvailableError
-from ryzenai_core.capabilities import capabilities, load_problem, read_capabilities
-from ryzenai_core.runtime import ENV_RELEASE
+from ryzenai_core.package.capabilities import capabilities, load_problem, read_capabilities
+from ryzenai_core.package.runtime import ENV_RELEASE
 
 VISION = MODELS / "tiny-gemma3-vision"
 LLAMA_NPU = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"

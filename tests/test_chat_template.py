@@ -10,8 +10,9 @@ import pytest
 
 from conftest import FIXTURES, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatTemplateError, InvalidRequestError, ModelPackage
-from ryzenai_core.chat_template import FALLBACK_TEMPLATES, ChatTemplate, builtin_template, special_tokens_from_config
-from ryzenai_core.formats import (
+from ryzenai_core.generation.streaming import OutputParser
+from ryzenai_core.messages import ChatMessage, ToolCall
+from ryzenai_core.prompt.formats import (
     FAMILIES,
     end_of_turn_markers,
     family_for_model_type,
@@ -21,8 +22,7 @@ from ryzenai_core.formats import (
     reasoning_markers,
     tool_call_markers,
 )
-from ryzenai_core.messages import ChatMessage, ToolCall
-from ryzenai_core.streaming import OutputParser
+from ryzenai_core.prompt.templates import FALLBACK_TEMPLATES, ChatTemplate, builtin_template, special_tokens_from_config
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "core" / "templates"
 GOLDENS = json.loads((FIXTURES / "template_goldens.json").read_text(encoding="utf-8"))["cases"]
@@ -164,7 +164,7 @@ def _without_template(copy_package, src: Path, model_type: str | None = None) ->
 def test_fallback_is_chosen_by_model_type(copy_package, caplog, src, model_type, file, family):
     pkg = _without_template(copy_package, src, model_type)
     assert pkg.chat_template_source is None
-    with caplog.at_level(logging.WARNING, logger="ryzenai_core.chat_template"):
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core.prompt.templates"):
         template = ChatTemplate.for_package(pkg)
     assert template.is_fallback
     assert template.source_name == f"fallback:{file}"

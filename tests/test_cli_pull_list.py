@@ -18,7 +18,7 @@ from hf_cache import COMMIT, cache_repository
 from ryzenai_cli.listing import _size, cached_entries, folder_entries, package_kind
 from ryzenai_cli.main import main
 from ryzenai_core import ModelNotFoundError
-from ryzenai_core.hub import pull_model
+from ryzenai_core.package.hub import pull_model
 
 NPU_REPO = "amd/Llama-3.2-1B_rai_1.8.0_npu_4K"
 PLAIN_REPO = "ryzenai-llm/tiny-llama"

@@ -19,9 +19,9 @@ from PIL import Image
 
 from conftest import MODELS
 from ryzenai_core import ChatMessage, Engine, InvalidRequestError
-from ryzenai_core.chat_template import ChatTemplate, builtin_template
+from ryzenai_core.generation.session import Session
 from ryzenai_core.options import validated_options
-from ryzenai_core.session import Session
+from ryzenai_core.prompt.templates import ChatTemplate, builtin_template
 
 VISION = MODELS / "tiny-gemma3-vision"
 COLOURS = {"red": (255, 0, 0), "blue": (0, 0, 255), "green": (0, 128, 0)}

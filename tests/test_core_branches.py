@@ -12,16 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import TINY_LLAMA, TINY_QWEN3
-from ryzenai_core.budget import ContextBudget
-from ryzenai_core.engine import Engine
+from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.formats import parse_tool_calls
+from ryzenai_core.generation.streaming import IncrementalDecoder, OutputParser
+from ryzenai_core.generation.token_bytes import PROBE_TEXT, TokenBytes
 from ryzenai_core.images import MAX_IMAGE_BYTES, image_parts, prepare_image
 from ryzenai_core.messages import RawPrompt, ToolCall
 from ryzenai_core.options import GenerationOptions, Guidance
-from ryzenai_core.streaming import IncrementalDecoder, OutputParser
-from ryzenai_core.structured import bound_schema, output_bound, tool_call_guidance
-from ryzenai_core.token_bytes import PROBE_TEXT, TokenBytes
+from ryzenai_core.package.budget import ContextBudget
+from ryzenai_core.prompt.formats import parse_tool_calls
+from ryzenai_core.prompt.structured import bound_schema, output_bound, tool_call_guidance
 
 # --- token_bytes: the per-token byte table --------------------------------------------------
 

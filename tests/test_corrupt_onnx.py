@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from ryzenai_core.embeddings import EmbeddingPackage
+from ryzenai_core.embeddings.engine import EmbeddingPackage
 from ryzenai_core.errors import ModelPackageError
 from ryzenai_core.rerank import RerankPackage
 

@@ -12,8 +12,8 @@ from conftest import FIXTURES, REPLICAS
 from ryzenai_cli import doctor
 from ryzenai_cli.doctor import npu_devices_linux, npu_devices_windows
 from ryzenai_cli.main import main
-from ryzenai_core import package as package_module
-from ryzenai_core.runtime import ENV_EP_PATH, RuntimeInfo
+from ryzenai_core.package import folder as package_module
+from ryzenai_core.package.runtime import ENV_EP_PATH, RuntimeInfo
 
 SYSTEM = ["platform", "onnxruntime-genai", "onnxruntime", "Ryzen AI release", "Ryzen AI EP library", "NPU device"]
 

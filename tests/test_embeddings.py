@@ -25,8 +25,8 @@ from ryzenai_core import (
     RuntimeNotAvailableError,
     UnsupportedModelError,
 )
-from ryzenai_core import embeddings as emb
-from ryzenai_core.embeddings import (
+from ryzenai_core.embeddings import engine as emb
+from ryzenai_core.embeddings.engine import (
     EmbeddingEngine,
     EmbeddingPackage,
     import_onnxruntime,

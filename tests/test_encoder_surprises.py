@@ -19,7 +19,7 @@ from langchain_ryzenai import RyzenAIRerank as LangChainRerank
 from llamaindex_ryzenai import RyzenAIEmbedding
 from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
 from ryzenai_core import InvalidRequestError, ModelNotFoundError
-from ryzenai_core.embeddings import EmbeddingEngine
+from ryzenai_core.embeddings.engine import EmbeddingEngine
 from ryzenai_core.rerank import RerankEngine
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import REPLICAS, TINY_LLAMA
 from ryzenai_core import ChatMessage, Engine
+from ryzenai_core.generation.session import _device_guess
 from ryzenai_core.options import validated_options
-from ryzenai_core.session import _device_guess
 
 
 @pytest.mark.parametrize("execution", ["inline", "process"])

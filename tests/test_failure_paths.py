@@ -33,12 +33,12 @@ from ryzenai_core import (
     InvalidRequestError,
     WorkerDiedError,
 )
-from ryzenai_core import engine as engine_module
-from ryzenai_core._frames import read_frame, reap, write_frame
-from ryzenai_core.engine import _InlineBackend, _WorkerBackend
+from ryzenai_core.engine import engine as engine_module
+from ryzenai_core.engine.engine import _InlineBackend, _WorkerBackend
+from ryzenai_core.engine.worker import _portable
 from ryzenai_core.errors import ContextWindowExceededError
+from ryzenai_core.ipc import read_frame, reap, write_frame
 from ryzenai_core.options import validated_options
-from ryzenai_core.worker import _portable
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
 LONG = LASTING_TOKENS  # of LASTING_MODEL: an answer that lasts seconds, stopped long before its end
@@ -520,5 +520,5 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
 def test_a_worker_started_with_a_bad_first_frame_exits(tmp_path):
     """The worker serves only after an init frame; anything else (or nothing) ends it."""
     for data in (b"", _frames(("call", 1, "load", ()))):
-        done = subprocess.run([sys.executable, "-m", "ryzenai_core.worker"], input=data, capture_output=True, timeout=60)
+        done = subprocess.run([sys.executable, "-m", "ryzenai_core.engine.worker"], input=data, capture_output=True, timeout=60)
         assert done.returncode == 0 and done.stdout == b""

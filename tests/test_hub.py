@@ -14,9 +14,9 @@ import pytest
 from conftest import REPLICAS, TINY_LLAMA
 from hf_cache import COMMIT, cache_repository
 from ryzenai_core import ChatMessage, Engine, ModelNotFoundError, ModelPackage, UnsafePathError
-from ryzenai_core.hub import package_name, resolve_model
 from ryzenai_core.models import default_model_path
 from ryzenai_core.options import validated_options
+from ryzenai_core.package.hub import package_name, resolve_model
 
 REPO = "amd/Llama-3.2-1B_rai_1.8.0_npu_4K"
 EMBEDDING_REPO = "amd/tiny-bert-st"

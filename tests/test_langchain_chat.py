@@ -56,7 +56,7 @@ from ryzenai_core import (
     ModelNotFoundError,
 )
 from ryzenai_core.options import ResponseFormat, response_format_from, tool_choice_from, validated_options
-from ryzenai_core.structured import json_object_guidance
+from ryzenai_core.prompt.structured import json_object_guidance
 
 QWEN = str(TINY_QWEN3)
 LLAMA = str(TINY_LLAMA)

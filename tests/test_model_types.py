@@ -18,7 +18,7 @@ import pytest
 from conftest import TINY_LLAMA
 from ryzenai_core import ChatMessage, ChatTemplate, Engine, ModelPackage, UnsupportedModelError
 from ryzenai_core.options import validated_options
-from ryzenai_core.runtime import runtime_info
+from ryzenai_core.package.runtime import runtime_info
 
 # A template with no control tokens of a known family (as a new family's own template looks to us).
 PLAIN_TEMPLATE = (
@@ -65,7 +65,7 @@ def test_an_unknown_format_is_plain_text_and_said_once(copy_package, caplog, cap
 
     folder = _retyped(copy_package, "decoder", "new-family", PLAIN_TEMPLATE)
     pkg = ModelPackage.open(folder)
-    with caplog.at_level(logging.WARNING, logger="ryzenai_core.chat_template"):
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core.prompt.templates"):
         first, again = ChatTemplate.for_package(pkg), ChatTemplate.for_package(pkg)
     assert first.family == again.family == "plain"
     assert first.end_of_turn == [] and first.reasoning_markers is None and not first.calls_tools

@@ -18,8 +18,8 @@ from ryzenai_core import (
     RyzenAIError,
     UnsafePathError,
 )
-from ryzenai_core import package as package_module
-from ryzenai_core.package import MAX_NARROW_PATH, _limit_key, path_hazards
+from ryzenai_core.package import folder as package_module
+from ryzenai_core.package.folder import MAX_NARROW_PATH, _limit_key, path_hazards
 
 PREFILL_4K = [128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096]
 TOKEN_4K = [256, 512, 1024, 2048, 3072, 4096]

@@ -1,4 +1,4 @@
-"""Bucket-aware packing (ryzenai_core.packing): pure functions, property tests."""
+"""Bucket-aware packing (ryzenai_core.package.packing): pure functions, property tests."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from conftest import REPLICAS
 from ryzenai_core import ContextBudget, ContextWindowExceededError, InvalidRequestError, ModelPackage
-from ryzenai_core.budget import DEFAULT_PREFILL_BUCKETS
-from ryzenai_core.packing import bucket_edges, pack_context, packing_limit, padded_length
+from ryzenai_core.package.budget import DEFAULT_PREFILL_BUCKETS
+from ryzenai_core.package.packing import bucket_edges, pack_context, packing_limit, padded_length
 
 QWEN_BUCKETS = (128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096)
 NPU = ContextBudget(window=4096, prompt_limit=4096, prefill_buckets=QWEN_BUCKETS, decode_buckets=(256, 512, 1024))

@@ -18,9 +18,9 @@ from langchain_core.tools import tool
 from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 from ryzenai_core import InvalidRequestError
-from ryzenai_core.chat_template import ChatTemplate
-from ryzenai_core.formats import parse_tool_calls
-from ryzenai_core.streaming import OutputParser
+from ryzenai_core.generation.streaming import OutputParser
+from ryzenai_core.prompt.formats import parse_tool_calls
+from ryzenai_core.prompt.templates import ChatTemplate
 
 
 @tool
@@ -67,7 +67,7 @@ def test_the_output_parser_keeps_the_first_calls_and_says_what_it_left_out(caplo
     for limit, expected in ((None, ["multiply", "add"]), (1, ["multiply"]), (2, ["multiply", "add"])):
         p = parser(limit)
         p.feed(TWO_CALLS[str(TINY_QWEN3)])
-        with caplog.at_level(logging.WARNING, logger="ryzenai_core.streaming"):
+        with caplog.at_level(logging.WARNING, logger="ryzenai_core.generation.streaming"):
             caplog.clear()
             p.finish()
         assert [c.name for c in p.tool_calls] == expected

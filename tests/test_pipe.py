@@ -21,8 +21,8 @@ import pytest
 
 from conftest import LASTING_MODEL, close_engines_under
 from ryzenai_core import ChatMessage, Engine, WorkerDiedError
-from ryzenai_core import engine as engine_module
-from ryzenai_core._frames import parse_frame
+from ryzenai_core.engine import engine as engine_module
+from ryzenai_core.ipc import parse_frame
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]

@@ -19,7 +19,8 @@ from ryzenai_core import (
     ModelNotFoundError,
     UnsupportedModelError,
 )
-from ryzenai_core.embeddings import EmbeddingPackage, _LocalBackend, is_embedding_folder
+from ryzenai_core.embeddings.engine import EmbeddingPackage, is_embedding_folder
+from ryzenai_core.embeddings.runner import LocalBackend
 from ryzenai_core.rerank import RerankEngine, RerankPackage, is_rerank_folder
 
 RERANK = FIXTURES / "rerank"
@@ -49,13 +50,13 @@ def _reference(folder):
 def fed(monkeypatch):
     """The (input_ids, attention_mask, token_type_ids) rows of every run in this process."""
     runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    original = _LocalBackend.run
+    original = LocalBackend.run
 
     def spy(self, ids, mask, types):
         runs.append((ids.copy(), mask.copy(), types.copy()))
         return original(self, ids, mask, types)
 
-    monkeypatch.setattr(_LocalBackend, "run", spy)
+    monkeypatch.setattr(LocalBackend, "run", spy)
     return runs
 
 

@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from hf_cache import cache_repository
 from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
 from ryzenai_core import InvalidRequestError
-from ryzenai_core.hub import resolve_model
+from ryzenai_core.package.hub import resolve_model
 from ryzenai_core.rerank import RerankEngine
 
 BERT = FIXTURES / "rerank" / "tiny-bert-cross-encoder"

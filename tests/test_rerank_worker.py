@@ -15,7 +15,7 @@ import pytest
 
 from conftest import FIXTURES, process_alive
 from ryzenai_core import InvalidRequestError, MissingTokenizerError, UnsupportedModelError, WorkerDiedError
-from ryzenai_core.embeddings import EmbeddingEngine
+from ryzenai_core.embeddings.engine import EmbeddingEngine
 from ryzenai_core.rerank import RerankEngine, RerankPackage
 
 BERT = FIXTURES / "rerank" / "tiny-bert-cross-encoder"

@@ -1,7 +1,7 @@
 """The code paths that only run under AMD's Ryzen AI build of onnxruntime-genai.
 
 Only the installed distributions are stood in for: each test writes ``*.dist-info`` folders
-(real package metadata) into a temporary directory and has :mod:`ryzenai_core.runtime` read
+(real package metadata) into a temporary directory and has :mod:`ryzenai_core.package.runtime` read
 its distribution names and versions there. Everything else is real: the packages are the
 replica folders, and loading them runs the CPU build of onnxruntime-genai that is installed,
 which has no Ryzen AI execution provider. So a replica opened with ``provider=None`` under a
@@ -30,8 +30,9 @@ from ryzenai_core import (
     ModelPackageError,
     RuntimeNotAvailableError,
 )
-from ryzenai_core import runtime as runtime_module
-from ryzenai_core.runtime import (
+from ryzenai_core.generation.session import Session, SessionKey
+from ryzenai_core.package import runtime as runtime_module
+from ryzenai_core.package.runtime import (
     ENV_EP_PATH,
     ENV_RELEASE,
     RuntimeInfo,
@@ -41,7 +42,6 @@ from ryzenai_core.runtime import (
     release_for_oga_version,
     runtime_info,
 )
-from ryzenai_core.session import Session, SessionKey
 
 LLAMA_NPU = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"
 NODE = "modellayers.0input_layernormMLADFRMSNORM"

@@ -26,9 +26,9 @@ from PIL import Image
 
 from conftest import REPLICAS, TINY_LLAMA
 from ryzenai_core import ChatMessage, ContextWindowExceededError, Engine, InvalidRequestError, ModelPackage
+from ryzenai_core.generation.session import Session
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import validated_options
-from ryzenai_core.session import Session
 
 GEMMA = REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"
 RUN = 4096

@@ -15,9 +15,9 @@ import pytest
 
 from conftest import FIXTURES, TINY_LLAMA
 from ryzenai_core import Engine, RawPrompt
+from ryzenai_core.generation.streaming import IncrementalDecoder
+from ryzenai_core.generation.token_bytes import TokenBytes
 from ryzenai_core.options import validated_options
-from ryzenai_core.streaming import IncrementalDecoder
-from ryzenai_core.token_bytes import TokenBytes
 
 og = pytest.importorskip("onnxruntime_genai")
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
-from ryzenai_core.engine import Engine
+from ryzenai_core.engine.engine import Engine
+from ryzenai_core.generation.streaming import IncrementalDecoder, OutputParser, StopFilter
 from ryzenai_core.messages import ToolCall
-from ryzenai_core.streaming import IncrementalDecoder, OutputParser, StopFilter
 
 # onnxruntime-genai 0.14's tokenizer loses characters around "<<" (an upstream bug), so exact
 # encode/decode round trips are only checked on newer runtimes.
@@ -250,7 +250,7 @@ def test_sampled_generations_with_invalid_bytes_and_nul_stream_the_byte_level_te
 
 
 def test_a_vocabulary_that_does_not_map_to_bytes_keeps_the_runtime_decode(tmp_path):
-    from ryzenai_core.token_bytes import TokenBytes
+    from ryzenai_core.generation.token_bytes import TokenBytes
 
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps({"model": {"type": "WordPiece", "vocab": {"a": 0}}, "decoder": {"type": "WordPiece"}}))

@@ -9,7 +9,7 @@ import pytest
 from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatMessage, Engine, InvalidRequestError
 from ryzenai_core.options import validated_options
-from ryzenai_core.structured import bound_schema, json_schema_guidance, tool_call_guidance
+from ryzenai_core.prompt.structured import bound_schema, json_schema_guidance, tool_call_guidance
 
 SCHEMA = {
     "type": "object",
@@ -166,7 +166,7 @@ def test_forced_call_is_refused_before_generating_or_completes(model, which):
 
 
 def test_json_mode_object_closes_within_the_budget():
-    from ryzenai_core.structured import json_object_guidance
+    from ryzenai_core.prompt.structured import json_object_guidance
 
     e = Engine.get(TINY_QWEN3, execution="inline")
     for budget in (16, 64, 200):

@@ -18,7 +18,7 @@ from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ChatMessage, ContextBudget, Engine, GenerationTimeoutError, Request, WorkerDiedError
 from ryzenai_core.options import validated_options
-from ryzenai_core.packing import pack_context, packing_limit
+from ryzenai_core.package.packing import pack_context, packing_limit
 
 QWEN_BUCKETS = (128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096)
 NPU = ContextBudget(window=4096, prompt_limit=4096, prefill_buckets=QWEN_BUCKETS, decode_buckets=(256, 512, 1024))

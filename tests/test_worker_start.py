@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, TINY_LLAMA
-from ryzenai_core import _spawn
-from ryzenai_core.engine import Engine
+from ryzenai_core import spawn as _spawn
+from ryzenai_core.engine.engine import Engine
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import GenerationOptions
 
@@ -27,7 +27,7 @@ import json, sys
 result = {{}}
 try:
     from ryzenai_core import ChatMessage, Engine, GenerationOptions
-    from ryzenai_core.embeddings import EmbeddingEngine
+    from ryzenai_core.embeddings.engine import EmbeddingEngine
     engine = Engine.get({str(TINY_LLAMA)!r}, execution="process")
     answer = engine.generate([ChatMessage("user", "hi")], GenerationOptions(max_new_tokens=3, temperature=0))
     result["tokens"] = answer.usage.completion_tokens
@@ -125,15 +125,15 @@ def test_a_frozen_app_runs_its_workers_through_freeze_support(tmp_path):
 
 
 def test_worker_command_for_an_interpreter_and_a_frozen_app():
-    assert _spawn.worker_command("ryzenai_core.worker", frozen=False, executable="py") == [
+    assert _spawn.worker_command("ryzenai_core.engine.worker", frozen=False, executable="py") == [
         "py",
         "-m",
-        "ryzenai_core.worker",
+        "ryzenai_core.engine.worker",
     ]
-    assert _spawn.worker_command("ryzenai_core.embedding_worker", frozen=True, executable="App.exe") == [
+    assert _spawn.worker_command("ryzenai_core.embeddings.worker", frozen=True, executable="App.exe") == [
         "App.exe",
         "--ryzenai-worker",
-        "ryzenai_core.embedding_worker",
+        "ryzenai_core.embeddings.worker",
     ]
 
 

@@ -6,7 +6,7 @@
              -> Chunk(text, reasoning, tool_calls, finish_reason, usage, timings, plan)
 
 Everything here is pure Python over a ``decode(ids) -> str`` function (or the tokens' bytes,
-:mod:`ryzenai_core.token_bytes`), so it is tested directly (property tests) and runs the same
+:mod:`ryzenai_core.generation.token_bytes`), so it is tested directly (property tests) and runs the same
 in the caller's process and in the worker.
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import BudgetPlan
-from .messages import ToolCall
+from ..messages import ToolCall
+from ..package.budget import BudgetPlan
 
 __all__ = ["Chunk", "IncrementalDecoder", "OutputParser", "StopFilter", "Timings", "Usage"]
 
@@ -99,7 +99,7 @@ class Chunk:
 class IncrementalDecoder:
     """Turns token ids, one at a time, into text deltas whose concatenation is the full decode.
 
-    With ``token_bytes`` (the bytes of each id, :class:`~ryzenai_core.token_bytes.TokenBytes`)
+    With ``token_bytes`` (the bytes of each id, :class:`~ryzenai_core.generation.token_bytes.TokenBytes`)
     the tokens' bytes go through an incremental UTF-8 decoder: a multi-byte character split
     across tokens is held until it is complete, invalid bytes become U+FFFD at once, and bytes
     still incomplete at :meth:`flush` become U+FFFD; the deltas add up to the bytes decoded with

@@ -35,7 +35,7 @@ __all__ = [
 #: The argument that makes a frozen app run a worker instead of itself.
 WORKER_FLAG = "--ryzenai-worker"
 #: The modules a worker runs.
-WORKER_MODULES = ("ryzenai_core.worker", "ryzenai_core.embedding_worker")
+WORKER_MODULES = ("ryzenai_core.engine.worker", "ryzenai_core.embeddings.worker")
 CREATE_NO_WINDOW = 0x08000000  # subprocess.CREATE_NO_WINDOW, which exists on Windows only
 
 
@@ -139,12 +139,12 @@ def freeze_support() -> None:
     if len(argv) < 3 or argv[1] != WORKER_FLAG:
         return
     module = argv[2]
-    if module == "ryzenai_core.worker":
-        from . import worker
+    if module == "ryzenai_core.engine.worker":
+        from .engine import worker
 
         worker.main()
-    elif module == "ryzenai_core.embedding_worker":
-        from . import embedding_worker
+    elif module == "ryzenai_core.embeddings.worker":
+        from .embeddings import worker as embedding_worker
 
         embedding_worker.main()
     else:

@@ -9,7 +9,7 @@ never imports onnxruntime-genai.
 Any ``model.type`` is accepted: the installed runtime decides what it runs (its refusal
 becomes :class:`~ryzenai_core.errors.UnsupportedModelError` at load time). A folder inside a
 Hugging Face cache snapshot may be a tree of links into the repository's ``blobs/``; its name
-comes from the repository (:func:`~ryzenai_core.hub.package_name`).
+comes from the repository (:func:`~ryzenai_core.package.hub.package_name`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from .budget import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, ContextBudget
-from .errors import (
+from ..errors import (
     ConfigError,
     LfsPointerError,
     MissingTokenizerError,
@@ -34,8 +33,9 @@ from .errors import (
     ModelPackageError,
     UnsafePathError,
 )
+from ..generation.kv_cache import kv_reuse_policy
+from .budget import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, ContextBudget
 from .hub import cache_repository, package_name
-from .kv_cache import kv_reuse_policy
 from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
 
 __all__ = ["Mode", "ModelPackage", "path_hazards"]
@@ -468,7 +468,7 @@ class ModelPackage:
     # ------------------------------------------------------------------ budget
     @cached_property
     def budget(self) -> ContextBudget:
-        """The package's :class:`~ryzenai_core.budget.ContextBudget` for :attr:`release`."""
+        """The package's :class:`~ryzenai_core.package.budget.ContextBudget` for :attr:`release`."""
         cfg_path = self.path / "genai_config.json"
         model = self.config["model"]
         candidates: list[int] = []

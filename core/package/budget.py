@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import ContextWindowExceededError, InvalidRequestError
+from ..errors import ContextWindowExceededError, InvalidRequestError
 
 __all__ = [
     "DEFAULT_DECODE_BUCKETS",

@@ -4,9 +4,9 @@ A :class:`Session` owns ``og.Model`` + ``og.Tokenizer`` for a (folder, provider,
 options) key, loads them on first use, and runs one generation at a time in arrival
 order (:class:`FifoLock`): a Ryzen AI laptop has one NPU. It keeps the last generator
 so a call whose prompt extends the previous sequence (multi-turn chat, agent loops)
-prefills only the new tokens (``kv_reuse``; when that is exact: :mod:`ryzenai_core.kv_cache`).
+prefills only the new tokens (``kv_reuse``; when that is exact: :mod:`ryzenai_core.generation.kv_cache`).
 
-The :class:`~ryzenai_core.engine.Engine` runs a Session either in this process or in a
+The :class:`~ryzenai_core.engine.engine.Engine` runs a Session either in this process or in a
 worker process; both use exactly this code.
 """
 
@@ -24,29 +24,29 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import BudgetPlan
-from .capabilities import load_problem
-from .chat_template import ChatTemplate, PackageTemplates
-from .errors import (
+from ..errors import (
     ChatTemplateError,
     ContextWindowExceededError,
     GenerationError,
-    GenerationTimeoutError,
     GuidanceUnsupportedError,
     InvalidRequestError,
     ModelPackageError,
     RuntimeNotAvailableError,
-    StreamAbandonedError,
     UnsupportedModelError,
 )
-from .formats import has_tool_calls, parse_tool_calls
-from .images import IMAGE_TYPES, InputSize, prepare_images, read_input_size
+from ..images import IMAGE_TYPES, InputSize, prepare_images, read_input_size
+from ..messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
+from ..options import GenerationOptions, check_runtime_settings, resolve_search
+from ..package.budget import BudgetPlan
+from ..package.capabilities import load_problem
+from ..package.folder import ModelPackage
+from ..package.runtime import EpSearch, explain_ryzenai_failure, import_oga, prepare_ryzenai_runtime, runtime_info
+from ..prompt.formats import has_tool_calls, parse_tool_calls
+from ..prompt.templates import ChatTemplate, PackageTemplates
+from ..request import resolve
+from . import call
+from .call import CallControl, abandoned_error, timeout_error
 from .kv_cache import KVCache, feed, kv_reuse_default
-from .messages import ChatMessage, RawPrompt, check_prompt_text, check_text, normalize_tools
-from .options import GenerationOptions, check_runtime_settings, resolve_search
-from .package import ModelPackage
-from .request import resolve
-from .runtime import EpSearch, explain_ryzenai_failure, import_oga, prepare_ryzenai_runtime, runtime_info
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .token_bytes import TokenBytes, byte_zero_token
 
@@ -93,113 +93,6 @@ class FifoLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-#: Seconds a stream may go unread while another call waits for the model before it is stopped.
-ABANDON_AFTER = float(os.environ.get("RYZENAI_LLM_ABANDON_AFTER", "2.0"))
-#: Seconds between looks at an unread stream holding the model while a call waits for it.
-QUEUED_POLL = 0.25
-
-_PHASES = {
-    "queued": "while it waited behind other calls on this model",
-    "preparing": "while the chat template and tokenizer prepared the prompt",
-    "prefill": "during the prefill of the {prompt_tokens}-token prompt",
-    "generating": "while generating, after {tokens} new tokens",
-}
-
-
-def timeout_error(
-    timeout: float | None,
-    phase: str,
-    *,
-    tokens: int = 0,
-    prompt_tokens: int = 0,
-    budget_name: str = "max_new_tokens",
-) -> GenerationTimeoutError:
-    """The error of a call that ran out of ``timeout`` in ``phase``."""
-    where = _PHASES.get(phase, "while " + phase).format(tokens=tokens, prompt_tokens=prompt_tokens)
-    return GenerationTimeoutError(
-        f"the call ran out of its timeout={timeout} s {where} and was cancelled. The timeout counts "
-        "waiting for the model, preparing the prompt, prefill and generation (not the one-time model load); "
-        f"raise timeout, shorten the prompt or lower {budget_name}",
-        phase=phase,
-    )
-
-
-class CallControl:
-    """What one generation shares with its caller.
-
-    ``cancel`` stops it within one token; ``timeout`` (seconds from the control's creation)
-    bounds it; ``phase`` says where it is (``queued``, ``preparing``, ``prefill``,
-    ``generating``) and ``on_phase`` is told of each change; a caller that stops reading a
-    pushed stream sets ``idle_since`` so that a call waiting for the model can stop it
-    (``preempted``) after :data:`ABANDON_AFTER` seconds.
-    """
-
-    __slots__ = (
-        "budget_name",
-        "cancel",
-        "deadline",
-        "idle_since",
-        "lock",
-        "on_phase",
-        "phase",
-        "preempted",
-        "prompt_tokens",
-        "suspended_since",
-        "timeout",
-        "tokens",
-    )
-
-    def __init__(
-        self,
-        cancel: threading.Event | None = None,
-        timeout: float | None = None,
-        on_phase: Callable[[str], None] | None = None,
-    ) -> None:
-        self.cancel = cancel or threading.Event()
-        self.timeout = timeout
-        self.deadline: float | None = None
-        self.start_clock()
-        self.on_phase = on_phase
-        self.phase = "queued"
-        self.idle_since: float | None = None
-        self.suspended_since: float | None = None
-        self.preempted = False
-        self.lock = threading.Lock()
-        self.tokens = 0
-        self.prompt_tokens = 0
-        self.budget_name = "max_new_tokens"  # what the caller calls the output budget (error messages)
-
-    def start_clock(self) -> None:
-        """Start (or restart) the timeout from now."""
-        self.deadline = None if self.timeout is None else time.monotonic() + self.timeout
-
-    def enter(self, phase: str) -> None:
-        """Move to ``phase``."""
-        self.phase = phase
-        if self.on_phase is not None:
-            self.on_phase(phase)
-
-    def check_deadline(self) -> None:
-        """Raise :class:`GenerationTimeoutError` if the timeout ran out."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self.timeout_error()
-
-    def timeout_error(self) -> GenerationTimeoutError:
-        """The timeout error for the current phase."""
-        return timeout_error(
-            self.timeout, self.phase, tokens=self.tokens, prompt_tokens=self.prompt_tokens, budget_name=self.budget_name
-        )
-
-
-def abandoned_error(tokens: int) -> StreamAbandonedError:
-    """The error that ends a stream stopped because nobody read it while another call waited."""
-    return StreamAbandonedError(
-        f"this stream was stopped after {tokens} tokens: it was not read for {ABANDON_AFTER:g} s while another "
-        "call waited for the model (one generation runs at a time). The chunks before it were delivered. Read "
-        "streams to the end, or close them (`with contextlib.closing(llm.stream(...)) as chunks:`)"
-    )
 
 
 @dataclass(frozen=True)
@@ -429,7 +322,7 @@ class Session:
         """Text of ``ids`` (special tokens skipped; invalid bytes become U+FFFD, nothing is dropped).
 
         Byte-level and byte-fallback vocabularies are decoded from the tokens' bytes
-        (:class:`~ryzenai_core.token_bytes.TokenBytes`): the runtime's decode ends at a NUL and
+        (:class:`~ryzenai_core.generation.token_bytes.TokenBytes`): the runtime's decode ends at a NUL and
         drops the text after bytes that are not valid UTF-8. Other tokenizers use the runtime's
         decode between the byte-0 tokens, joined with NUL, so no text after one is lost.
         """
@@ -680,9 +573,9 @@ class Session:
             return True
         control.enter("queued")
         while True:
-            wait = QUEUED_POLL
+            wait = call.QUEUED_POLL
             if control.deadline is not None:
-                wait = min(QUEUED_POLL, max(0.0, control.deadline - time.monotonic()))
+                wait = min(call.QUEUED_POLL, max(0.0, control.deadline - time.monotonic()))
             if self._gen_lock.acquire(timeout=wait):
                 return True
             control.check_deadline()
@@ -698,8 +591,8 @@ class Session:
         with holder.lock:
             if holder.preempted:
                 return
-            suspended = holder.suspended_since is not None and now - holder.suspended_since >= ABANDON_AFTER
-            idle = holder.idle_since is not None and now - holder.idle_since >= ABANDON_AFTER
+            suspended = holder.suspended_since is not None and now - holder.suspended_since >= call.ABANDON_AFTER
+            idle = holder.idle_since is not None and now - holder.idle_since >= call.ABANDON_AFTER
             if not (suspended or idle):
                 return
             holder.preempted = True

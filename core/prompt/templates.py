@@ -3,7 +3,7 @@
 Hugging Face chat templates are Jinja programs shipped with a model. This module renders them
 the way ``transformers`` does (``transformers.utils.chat_template_utils``), so that a prompt built
 here is byte-for-byte the prompt the model was trained and evaluated with. What the model writes
-back (turn ends, reasoning, tool calls) is read by :mod:`ryzenai_core.formats`.
+back (turn ends, reasoning, tool calls) is read by :mod:`ryzenai_core.prompt.formats`.
 
 Data flow::
 
@@ -50,7 +50,8 @@ import jinja2.nodes
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import ChatTemplateError, InvalidRequestError
+from ..errors import ChatTemplateError, InvalidRequestError
+from ..messages import ChatMessage, ToolCall, normalize_tools
 from .formats import (
     Family,
     check_family,
@@ -61,10 +62,9 @@ from .formats import (
     reasoning_markers,
     tool_call_markers,
 )
-from .messages import ChatMessage, ToolCall, normalize_tools
 
 if TYPE_CHECKING:
-    from .package import ModelPackage
+    from ..package.folder import ModelPackage
 
 __all__ = [
     "ChatTemplate",

@@ -1,6 +1,6 @@
 """Bucket-aware context packing: retrieved context that ends at a prefill bucket edge.
 
-The NPU pads every prompt up to a precompiled prefill shape (see :mod:`ryzenai_core.budget`).
+The NPU pads every prompt up to a precompiled prefill shape (see :mod:`ryzenai_core.package.budget`).
 A retrieval pipeline that sends "the top k chunks" lands wherever their lengths happen to add
 up: 1030 tokens costs a 1536-token prefill, 506 tokens of it padding. This module chooses the
 context instead, from token counts alone (no framework, no model)::
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from ..errors import ContextWindowExceededError, InvalidRequestError
 from .budget import BUCKET_STEP, ContextBudget
-from .errors import ContextWindowExceededError, InvalidRequestError
 
 __all__ = [
     "PackedPrompt",

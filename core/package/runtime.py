@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import InvalidRequestError, RuntimeNotAvailableError
+from ..errors import InvalidRequestError, RuntimeNotAvailableError
 
 __all__ = [
     "ENV_EP_PATH",

@@ -1,6 +1,6 @@
 """The KV cache a session keeps between calls, and how a prompt is fed into it.
 
-A :class:`~ryzenai_core.session.Session` keeps the generator of its last call. A call whose
+A :class:`~ryzenai_core.generation.session.Session` keeps the generator of its last call. A call whose
 prompt starts with that call's prompt (multi-turn chat, agent loops, a shared system prompt)
 rewinds it to the shared prefix and prefills only the rest. :func:`reusable_prefix` decides
 how much is kept so that the result is exact: the logits of a cold prefill, bit for bit, as
@@ -35,10 +35,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidRequestError
+from ..errors import InvalidRequestError
 
 if TYPE_CHECKING:
-    from .package import ModelPackage
+    from ..package.folder import ModelPackage
 
 __all__ = ["ALIGN", "NO_REWIND_TYPES", "KVCache", "feed", "kv_reuse_default", "kv_reuse_policy", "reusable_prefix"]
 

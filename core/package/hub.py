@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from .errors import ModelNotFoundError
-from .models import embedded_models
+from ..errors import ModelNotFoundError
+from ..models import embedded_models
 
 __all__ = ["CacheRepository", "cache_repository", "package_name", "pull_model", "resolve_model"]
 

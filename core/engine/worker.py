@@ -1,6 +1,6 @@
-"""The model worker: a process that owns one :class:`~ryzenai_core.session.Session`.
+"""The model worker: a process that owns one :class:`~ryzenai_core.generation.session.Session`.
 
-Started by :class:`~ryzenai_core.engine.WorkerBackend` as ``python -m ryzenai_core.worker``
+Started by :class:`~ryzenai_core.engine.engine.WorkerBackend` as ``python -m ryzenai_core.engine.worker``
 (not multiprocessing's spawn, which re-runs the user's main module on Windows). Frames on
 stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this package)::
 
@@ -32,11 +32,11 @@ import signal
 import threading
 from typing import Any
 
-from ._frames import portable_exception as _portable
-from ._frames import read_frame, write_frame
-from ._spawn import worker_streams
-from .session import CallControl
-from .streaming import Chunk
+from ..generation.call import CallControl
+from ..generation.streaming import Chunk
+from ..ipc import portable_exception as _portable
+from ..ipc import read_frame, write_frame
+from ..spawn import worker_streams
 
 __all__ = ["main"]
 
@@ -80,7 +80,7 @@ def main() -> None:
     init = read_frame(inp)
     if init is None or init[0] != "init":
         return
-    from .session import Session
+    from ..generation.session import Session
 
     try:
         session = Session(init[1])

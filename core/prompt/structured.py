@@ -20,10 +20,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .errors import InvalidRequestError
+from ..errors import InvalidRequestError
+from ..messages import normalize_tools
+from ..options import Guidance
 from .formats import call_framing
-from .messages import normalize_tools
-from .options import Guidance
 
 __all__ = ["bound_schema", "json_object_guidance", "json_schema_guidance", "output_bound", "tool_call_guidance"]
 

@@ -8,7 +8,7 @@ reads it once; :class:`EmbeddingEngine` runs it with onnxruntime:
 
 - on a Ryzen AI machine, onnxruntime's VitisAI execution provider with **static shapes**:
   texts are sorted by length and padded up to sequence-length buckets (the same bucket
-  accounting as LLM prefill, :class:`~ryzenai_core.budget.ContextBudget`), each shape in a
+  accounting as LLM prefill, :class:`~ryzenai_core.package.budget.ContextBudget`), each shape in a
   worker process of its own (several VitisAI sessions in one process break each other, and
   session creation can crash the process: a crash is an error for the call, the next call
   starts a new worker);
@@ -36,7 +36,6 @@ import importlib
 import inspect
 import logging
 import os
-import subprocess
 import threading
 import time
 import weakref
@@ -48,12 +47,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from ._frames import read_frame, reap, write_frame
-from ._spawn import popen_worker
-from .budget import ContextBudget
-from .errors import (
+from ..errors import (
     ConfigError,
-    GenerationError,
     InvalidRequestError,
     LfsPointerError,
     MissingTokenizerError,
@@ -61,11 +56,12 @@ from .errors import (
     ModelPackageError,
     RuntimeNotAvailableError,
     UnsupportedModelError,
-    WorkerDiedError,
 )
-from .hub import package_name
-from .messages import check_prompt_text
-from .package import _is_lfs_pointer, _read_json
+from ..messages import check_prompt_text
+from ..package.budget import ContextBudget
+from ..package.folder import _is_lfs_pointer, _read_json
+from ..package.hub import package_name
+from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime, pool
 
 if TYPE_CHECKING:
     import numpy as np
@@ -102,7 +98,6 @@ _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _HIDDEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
 _EXTRA = "pip install 'ryzenai-llm[embeddings]'"
 
-Pooling = Literal["cls", "mean"]
 Kind = Literal["query", "document"]
 
 
@@ -111,18 +106,6 @@ def _import(module: str, why: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise RuntimeNotAvailableError(f"{why} ({exc}). Install it with {_EXTRA}") from exc
-
-
-def import_onnxruntime() -> ModuleType:
-    """Import onnxruntime, or raise :class:`RuntimeNotAvailableError` saying how to get it."""
-    try:
-        return importlib.import_module("onnxruntime")
-    except ImportError as exc:
-        raise RuntimeNotAvailableError(
-            f"embedding models run on onnxruntime, which is not installed ({exc}). On a Ryzen AI machine, "
-            "run in the environment the Ryzen AI installer created (its onnxruntime-vitisai provides the "
-            "import name and the NPU); elsewhere install the CPU build: pip install 'ryzenai-llm[cpu]'"
-        ) from exc
 
 
 def _import_tokenizers() -> Any:
@@ -523,29 +506,6 @@ class EmbeddingPackage:
 # Pooling, normalisation, batches
 
 
-def pool(hidden: np.ndarray, attention_mask: np.ndarray, mode: Pooling, *, output: str = "output") -> np.ndarray:
-    """Pool per-token states ``(rows, sequence, hidden)`` into one vector per row.
-
-    ``cls`` takes the first token; ``mean`` averages the tokens the mask keeps (padding left
-    out), as sentence-transformers does.
-
-    Raises:
-        UnsupportedModelError: the states do not have the shape the mask says.
-    """
-    import numpy as np
-
-    if hidden.ndim != 3 or hidden.shape[:2] != attention_mask.shape:
-        raise UnsupportedModelError(
-            f"the model's {output} has shape {list(hidden.shape)}, but {mode} pooling needs per-token states "
-            f"(rows, sequence, hidden) = {list(attention_mask.shape)} + [hidden]; export last_hidden_state"
-        )
-    if mode == "cls":
-        return np.asarray(hidden[:, 0, :], dtype=np.float32)
-    mask = attention_mask[..., None].astype(np.float32)
-    summed = (hidden.astype(np.float32) * mask).sum(axis=1)
-    return np.asarray(summed / np.clip(mask.sum(axis=1), 1e-9, None), dtype=np.float32)
-
-
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (a zero row stays zero), as torch's ``F.normalize``."""
     import numpy as np
@@ -600,145 +560,6 @@ def plan_batches(
         for start in range(0, len(members), rows):
             batches.append(Batch(tuple(members[start : start + rows]), rows, bucket))
     return batches
-
-
-# ---------------------------------------------------------------------------------------------
-# Sessions: in this process or in a worker process
-
-
-@dataclass(frozen=True)
-class SessionSpec:
-    """Everything a process needs to open one onnxruntime session (pickled to the worker)."""
-
-    onnx_file: str
-    providers: tuple[str, ...]
-    provider_options: tuple[dict[str, str], ...]
-    inputs: tuple[str, ...]
-    output: str
-    pooling: Pooling | None
-    """How to pool per-token states into a vector per row; None returns the output as it is (logits)."""
-    intra_op_threads: int | None = None
-
-
-class Runner:
-    """One onnxruntime session: feeds a padded batch, returns pooled (not normalised) vectors or raw outputs."""
-
-    def __init__(self, spec: SessionSpec) -> None:
-        ort = import_onnxruntime()
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        if spec.intra_op_threads:
-            options.intra_op_num_threads = spec.intra_op_threads
-        self.spec = spec
-        try:
-            self.session = ort.InferenceSession(
-                spec.onnx_file,
-                sess_options=options,
-                providers=list(spec.providers),
-                provider_options=[dict(o) for o in spec.provider_options],
-            )
-        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
-            raise UnsupportedModelError(
-                f"onnxruntime {ort.__version__} could not open {spec.onnx_file} on {list(spec.providers)}: "
-                f"{type(exc).__name__}: {exc}. Check the file (re-export it), or the provider options",
-                path=spec.onnx_file,
-            ) from exc
-        self.providers: list[str] = list(self.session.get_providers())
-
-    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
-        """Pooled vectors (or the raw output, without pooling) of one padded batch."""
-        import numpy as np
-
-        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        feeds = {name: arrays[name] for name in self.spec.inputs}
-        try:
-            (hidden,) = self.session.run([self.spec.output], feeds)
-        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
-            raise GenerationError(
-                f"onnxruntime failed on a batch of shape {list(ids.shape)} of {Path(self.spec.onnx_file).name}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if self.spec.pooling is None:
-            return np.asarray(hidden, dtype=np.float32)
-        return pool(np.asarray(hidden), mask, self.spec.pooling, output=self.spec.output)
-
-
-class _LocalBackend:
-    def __init__(self, spec: SessionSpec) -> None:
-        self.runner = Runner(spec)
-        self.pid = os.getpid()
-
-    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
-        return self.runner.run(ids, mask, types)
-
-    def close(self) -> None:
-        pass
-
-
-class _WorkerBackend:
-    """One worker process (``python -m ryzenai_core.embedding_worker``) with one session."""
-
-    def __init__(self, spec: SessionSpec) -> None:
-        self.spec = spec
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pid: int | None = None
-        self._lock = threading.Lock()
-        self._ids = 0
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        proc = popen_worker("ryzenai_core.embedding_worker")
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            write_frame(proc.stdin, ("init", self.spec))
-            reply = read_frame(proc.stdout)
-        except OSError:
-            reply = None
-        if reply is None:
-            code = reap(proc)
-            raise WorkerDiedError(
-                f"the embedding worker for {Path(self.spec.onnx_file).name} died while opening its session "
-                f"(exit code {code}; an execution provider crash?). The next call starts a new worker"
-            )
-        if reply[0] == "failed":
-            reap(proc)
-            raise reply[1]
-        self.pid = proc.pid
-        log.info("embedding worker %s started for %s (%s)", proc.pid, self.spec.onnx_file, reply[1])
-        return proc
-
-    def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
-        with self._lock:
-            if self.proc is not None and self.proc.poll() is not None:
-                code = reap(self.proc)
-                log.warning("embedding worker %s had exited (code %s); starting a new one", self.pid, code)
-                self.proc = None
-            if self.proc is None:
-                self.proc = self._start()
-            proc = self.proc
-            assert proc.stdin is not None and proc.stdout is not None
-            self._ids += 1
-            try:
-                write_frame(proc.stdin, ("run", self._ids, ids, mask, types))
-                reply = read_frame(proc.stdout)
-            except OSError:
-                reply = None
-            if reply is None:
-                self.proc = None
-                code = reap(proc)
-                raise WorkerDiedError(
-                    f"the embedding worker {proc.pid} died (exit code {code}) while embedding a batch of "
-                    f"{ids.shape[0]} x {ids.shape[1]} tokens; this call failed, the next call starts a new worker"
-                )
-            if reply[0] == "error":
-                raise reply[2]
-            vectors: np.ndarray = reply[2]
-            return vectors
-
-    def close(self) -> None:
-        with self._lock:
-            proc, self.proc = self.proc, None
-        if proc is not None:
-            reap(proc, timeout=10)
 
 
 def _file_digest(path: Path) -> str:
@@ -958,7 +779,7 @@ class EncoderEngine(Generic[P]):
         self.max_shapes = max_shapes
         self.idle_timeout = idle_timeout
         self._ort_version = str(ort.__version__)
-        self._backends: dict[Shape, _LocalBackend | _WorkerBackend] = {}  # least recently used first
+        self._backends: dict[Shape, LocalBackend | WorkerBackend] = {}  # least recently used first
         self._leases: dict[Shape, int] = {}  # calls running on each shape's session now
         self._used: dict[Shape, float] = {}  # when each shape's session was last released
         self._timer: threading.Timer | None = None
@@ -981,7 +802,7 @@ class EncoderEngine(Generic[P]):
     @classmethod
     def get(cls, model: str | os.PathLike[str], **settings: Any) -> Self:
         """The shared engine for a folder, an embedded name or a Hugging Face repo id, and these settings."""
-        from .hub import resolve_model
+        from ..package.hub import resolve_model
 
         path = resolve_model(model, missing_hint=cls.missing_hint).resolve()
         opened = {name: settings.pop(name, None) for name in cls.package_options}
@@ -1018,7 +839,7 @@ class EncoderEngine(Generic[P]):
 
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (empty with ``isolation="thread"``)."""
-        return [b.pid for b in self._backends.values() if isinstance(b, _WorkerBackend) and b.pid is not None]
+        return [b.pid for b in self._backends.values() if isinstance(b, WorkerBackend) and b.pid is not None]
 
     def open_shapes(self) -> list[Shape]:
         """The shapes whose sessions are open now, least recently used first (None: dynamic)."""
@@ -1028,13 +849,13 @@ class EncoderEngine(Generic[P]):
     # -- sessions ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _session(self, shape: Shape) -> Iterator[_LocalBackend | _WorkerBackend]:
+    def _session(self, shape: Shape) -> Iterator[LocalBackend | WorkerBackend]:
         """The session of ``shape`` for one run (opened if needed; not closed while it runs)."""
         with self._lock:
             backend = self._backends.pop(shape, None)
             if backend is None:
                 spec = self._spec(shape)
-                backend = _WorkerBackend(spec) if self.isolation == "process" else _LocalBackend(spec)
+                backend = WorkerBackend(spec) if self.isolation == "process" else LocalBackend(spec)
             self._backends[shape] = backend
             self._leases[shape] = self._leases.get(shape, 0) + 1
             closing = self._over_limit()
@@ -1052,9 +873,9 @@ class EncoderEngine(Generic[P]):
                 self._arm_idle_timer()
             self._close(closing, "to stay within max_shapes")
 
-    def _over_limit(self) -> list[tuple[Shape, _LocalBackend | _WorkerBackend]]:
+    def _over_limit(self) -> list[tuple[Shape, LocalBackend | WorkerBackend]]:
         """Take out the least recently used idle sessions beyond ``max_shapes`` (holding the lock)."""
-        out: list[tuple[Shape, _LocalBackend | _WorkerBackend]] = []
+        out: list[tuple[Shape, LocalBackend | WorkerBackend]] = []
         if self.max_shapes is None:
             return out
         idle = [s for s in self._backends if not self._leases.get(s)]
@@ -1094,7 +915,7 @@ class EncoderEngine(Generic[P]):
             self._arm_idle_timer()
         self._close(closing, f"after {self.idle_timeout:g} s unused")
 
-    def _close(self, sessions: list[tuple[Shape, _LocalBackend | _WorkerBackend]], why: str) -> None:
+    def _close(self, sessions: list[tuple[Shape, LocalBackend | WorkerBackend]], why: str) -> None:
         for shape, backend in sessions:
             log.info("closing %s's session of shape %s %s", self.package.name, shape or "dynamic", why)
             backend.close()

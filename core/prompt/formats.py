@@ -1,6 +1,6 @@
 """The output formats of the chat template families: how a model ends a turn, thinks and calls tools.
 
-A chat template (:mod:`ryzenai_core.chat_template`) writes the prompt; this module knows what
+A chat template (:mod:`ryzenai_core.prompt.templates`) writes the prompt; this module knows what
 the model writes back in each family's format:
 
 - ``llama3``: turns end with ``<|eot_id|>``; a tool call is the whole answer as JSON
@@ -13,8 +13,8 @@ the model writes back in each family's format:
   turns end at the tokenizer's end-of-sequence tokens, no reasoning split, no tool calls: the
   answer is plain text.
 
-The streaming parser (:class:`ryzenai_core.streaming.OutputParser`) uses the markers; the
-forced-call grammar (:func:`ryzenai_core.structured.tool_call_guidance`) writes
+The streaming parser (:class:`ryzenai_core.generation.streaming.OutputParser`) uses the markers; the
+forced-call grammar (:func:`ryzenai_core.prompt.structured.tool_call_guidance`) writes
 :func:`call_framing`; :func:`parse_tool_calls` reads the calls back, and
 :func:`parse_arguments` is the one reading of a call's arguments.
 """
@@ -27,8 +27,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from .errors import InvalidRequestError
-from .messages import ToolCall
+from ..errors import InvalidRequestError
+from ..messages import ToolCall
 
 __all__ = [
     "FAMILIES",

@@ -22,10 +22,10 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .chat_template import ChatTemplate
-from .errors import ModelPackageError, RuntimeNotAvailableError, RyzenAIError
+from ..errors import ModelPackageError, RuntimeNotAvailableError, RyzenAIError
+from ..prompt.templates import ChatTemplate
+from .folder import ModelPackage
 from .hub import resolve_model
-from .package import ModelPackage
 from .runtime import ENV_RELEASE, parse_release, runtime_info
 
 __all__ = ["Capabilities", "capabilities", "load_problem", "read_capabilities"]

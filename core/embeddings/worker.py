@@ -1,9 +1,9 @@
 """The embedding worker: a process that owns one onnxruntime session of an embedding model.
 
-Started by :class:`~ryzenai_core.embeddings.EmbeddingEngine` as
-``python -m ryzenai_core.embedding_worker`` (one per static shape on the NPU: several
+Started by :class:`~ryzenai_core.embeddings.engine.EmbeddingEngine` as
+``python -m ryzenai_core.embeddings.worker`` (one per static shape on the NPU: several
 VitisAI sessions in one process break each other, and an execution provider that crashes
-takes only this process with it). Frames are :mod:`ryzenai_core._frames`::
+takes only this process with it). Frames are :mod:`ryzenai_core.ipc`::
 
     caller -> worker   ("init", SessionSpec) | ("run", id, input_ids, attention_mask, token_type_ids)
     worker -> caller   ("ready", providers) | ("failed", exception) | ("result", id, vectors)
@@ -17,8 +17,8 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from ._frames import portable_exception, read_frame, write_frame
-from ._spawn import worker_streams
+from ..ipc import portable_exception, read_frame, write_frame
+from ..spawn import worker_streams
 
 __all__ = ["main"]
 
@@ -34,7 +34,7 @@ def main() -> None:
     init = read_frame(inp)
     if init is None or init[0] != "init":
         return
-    from .embeddings import Runner
+    from .runner import Runner
 
     try:
         runner = Runner(init[1])

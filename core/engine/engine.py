@@ -9,7 +9,7 @@
 
 Execution:
 - ``"process"`` (default): the model lives in a worker process
-  (:mod:`ryzenai_core.worker`). onnxruntime-genai holds the GIL during prefill and decode;
+  (:mod:`ryzenai_core.engine.worker`). onnxruntime-genai holds the GIL during prefill and decode;
   in a separate process that cannot freeze the caller's threads or asyncio loop, and a
   runtime crash becomes an error for the calls in flight while the next call starts a
   fresh worker.
@@ -36,19 +36,20 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, 
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import session as _session
-from ._frames import PIPE_BUFFER, parse_frame, read_frame, read_frame_bytes, reap, write_frame
-from ._spawn import popen_worker
-from .budget import ContextBudget
-from .chat_template import ChatTemplate, PackageTemplates
-from .errors import GenerationError, GenerationTimeoutError, InvalidRequestError, RyzenAIError, WorkerDiedError
-from .hub import resolve_model
-from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions, check_runtime_settings
-from .package import ModelPackage
-from .request import Request
-from .session import CallControl, Session, SessionKey, abandoned_error
-from .streaming import Chunk
+from ..errors import GenerationError, GenerationTimeoutError, InvalidRequestError, RyzenAIError, WorkerDiedError
+from ..generation import call as _call
+from ..generation.call import CallControl, abandoned_error
+from ..generation.session import Session, SessionKey
+from ..generation.streaming import Chunk
+from ..ipc import PIPE_BUFFER, parse_frame, read_frame, read_frame_bytes, reap, write_frame
+from ..messages import ChatMessage, RawPrompt
+from ..options import GenerationOptions, check_runtime_settings
+from ..package.budget import ContextBudget
+from ..package.folder import ModelPackage
+from ..package.hub import resolve_model
+from ..prompt.templates import ChatTemplate, PackageTemplates
+from ..request import Request
+from ..spawn import popen_worker
 
 __all__ = ["Completion", "Engine", "Execution", "aggregate"]
 
@@ -403,7 +404,7 @@ class _WorkerBackend(_Backend):
                 return proc
             if self._closed:  # a call still in flight (a resend) after close(): no new worker
                 raise WorkerDiedError("the engine was closed during the call")
-            proc = popen_worker("ryzenai_core.worker", bufsize=PIPE_BUFFER)
+            proc = popen_worker("ryzenai_core.engine.worker", bufsize=PIPE_BUFFER)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, ("init", self.key), self._write_lock)
@@ -584,7 +585,7 @@ class _WorkerBackend(_Backend):
                 not other.preempted
                 and other.phase != "queued"
                 and idle is not None
-                and now - idle >= _session.ABANDON_AFTER
+                and now - idle >= _call.ABANDON_AFTER
             ):
                 other.preempted = True
                 self._cancel(other_rid)
@@ -707,7 +708,7 @@ class Engine:
         """The shared engine for a model (created on first use, the model loaded lazily).
 
         ``model`` is a folder, an embedded model's name or a Hugging Face repository id
-        (see :func:`~ryzenai_core.hub.resolve_model`). ``session_options`` are ONNX Runtime
+        (see :func:`~ryzenai_core.package.hub.resolve_model`). ``session_options`` are ONNX Runtime
         session options overlaid on the package's (``{"log_severity_level": 3}``, ...).
         """
         check_runtime_settings(provider, num_threads)
