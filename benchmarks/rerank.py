@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from ryzenai_core.rerank import RerankEngine  # noqa: E402
+from ryzenai_core.rerank.engine import RerankEngine  # noqa: E402
 
 TINY = ROOT / "tests" / "fixtures" / "rerank" / "tiny-bert-cross-encoder"
 DOCUMENTS = ROOT / "benchmarks" / "data" / "packing_docs.json"

@@ -373,7 +373,7 @@ def check_system(report: Report) -> None:
 # ---------------------------------------------------------------------- a model
 def check_model(report: Report, model: str, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
     """The checks of one model: an LLM package or an embedding folder."""
-    from ryzenai_core.embeddings.engine import is_embedding_folder
+    from ryzenai_core.embeddings.package import is_embedding_folder
     from ryzenai_core.package.hub import resolve_model
 
     try:
@@ -610,7 +610,7 @@ def _check_long_prompt(report: Report, engine: Any, pkg: Any, raw_prompt: Callab
 
 
 def _check_embedding(report: Report, path: Path) -> None:
-    from ryzenai_core.embeddings.engine import EmbeddingEngine
+    from ryzenai_core.embeddings.embedding import EmbeddingEngine
 
     try:
         engine = EmbeddingEngine(path)

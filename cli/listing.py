@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ryzenai_core.embeddings.engine import EmbeddingPackage, is_embedding_folder
+from ryzenai_core.embeddings.package import EmbeddingPackage, is_embedding_folder
 from ryzenai_core.errors import ModelNotFoundError, RyzenAIError
 from ryzenai_core.package.capabilities import load_problem
 from ryzenai_core.package.folder import ModelPackage
-from ryzenai_core.rerank import RerankPackage
+from ryzenai_core.rerank.package import RerankPackage
 
 __all__ = ["Entry", "add_parser", "cached_entries", "describe_folder", "folder_entries", "package_kind"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ryzenai_core import __version__
-from ryzenai_core.embeddings.engine import is_embedding_folder
+from ryzenai_core.embeddings.package import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.generation.kv_cache import kv_reuse_policy
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
@@ -34,7 +34,7 @@ from ryzenai_core.package.folder import ModelPackage
 from ryzenai_core.package.hub import resolve_model
 from ryzenai_core.package.runtime import ENV_RELEASE, runtime_info
 from ryzenai_core.prompt.templates import ChatTemplate
-from ryzenai_core.rerank import is_rerank_folder
+from ryzenai_core.rerank.package import is_rerank_folder
 
 from . import bench, chat, demo, doctor, listing, pull
 
@@ -125,7 +125,7 @@ def _verdict(pkg: ModelPackage) -> str:
 
 
 def _embedding_info(path: Path, as_json: bool) -> int:
-    from ryzenai_core.embeddings.engine import EmbeddingEngine
+    from ryzenai_core.embeddings.embedding import EmbeddingEngine
 
     facts = EmbeddingEngine(path).describe()
     if as_json:
@@ -151,7 +151,7 @@ def _embedding_info(path: Path, as_json: bool) -> int:
 
 
 def _rerank_info(path: Path, as_json: bool) -> int:
-    from ryzenai_core.rerank import RerankEngine
+    from ryzenai_core.rerank.engine import RerankEngine
 
     facts = RerankEngine(path).describe()
     if as_json:

@@ -12,7 +12,8 @@ onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
-from .embeddings.engine import EmbeddingEngine, EmbeddingPackage, EmbeddingResult
+from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
+from .embeddings.package import EmbeddingPackage
 from .engine.engine import Completion, Engine
 from .errors import (
     ChatTemplateError,
@@ -40,7 +41,8 @@ from .package.budget import BudgetPlan, ContextBudget
 from .package.folder import Mode, ModelPackage
 from .prompt.templates import ChatTemplate
 from .request import Request
-from .rerank import RerankEngine, RerankPackage, RerankResult
+from .rerank.engine import RerankEngine, RerankResult
+from .rerank.package import RerankPackage
 from .spawn import freeze_support
 
 try:

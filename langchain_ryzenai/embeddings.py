@@ -10,7 +10,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.load.serializable import Serializable
 from pydantic import ConfigDict, Field
 
-from ryzenai_core.embeddings.engine import EmbeddingResult, EmbeddingSettings
+from ryzenai_core.embeddings.embedding import EmbeddingResult
+from ryzenai_core.embeddings.settings import EmbeddingSettings
 
 from ._options import _refuse_unknown
 

@@ -23,7 +23,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.load.serializable import Serializable
 from pydantic import ConfigDict
 
-from ryzenai_core.rerank import RerankResult, RerankSettings
+from ryzenai_core.rerank.engine import RerankResult, RerankSettings
 
 from ._options import _refuse_unknown
 

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from pydantic import Field
 
-from ryzenai_core.embeddings.engine import EmbeddingSettings
+from ryzenai_core.embeddings.settings import EmbeddingSettings
 
 from ._fields import checked_fields
 

@@ -24,7 +24,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from ryzenai_core import InvalidRequestError
-from ryzenai_core.rerank import RerankSettings
+from ryzenai_core.rerank.engine import RerankSettings
 
 from ._fields import checked_fields
 

@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from ryzenai_core.embeddings.engine import EmbeddingPackage
+from ryzenai_core.embeddings.package import EmbeddingPackage
 from ryzenai_core.errors import ModelPackageError
-from ryzenai_core.rerank import RerankPackage
+from ryzenai_core.rerank.package import RerankPackage
 
 
 @pytest.mark.parametrize(

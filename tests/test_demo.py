@@ -120,7 +120,7 @@ def test_demo_retrieves_wide_reranks_and_generates_showing_each_stage(capsys, tm
     from llamaindex_ryzenai import RyzenAILLM
     from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
     from llamaindex_ryzenai.demo import build_query_engine
-    from ryzenai_core.rerank import RerankEngine
+    from ryzenai_core.rerank.engine import RerankEngine
 
     fixtures = Path(__file__).parent / "fixtures"
     embed, rerank = fixtures / "embeddings" / "tiny-bert-st", fixtures / "rerank" / "tiny-bert-cross-encoder"

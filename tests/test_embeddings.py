@@ -25,16 +25,11 @@ from ryzenai_core import (
     RuntimeNotAvailableError,
     UnsupportedModelError,
 )
-from ryzenai_core.embeddings import engine as emb
-from ryzenai_core.embeddings.engine import (
-    EmbeddingEngine,
-    EmbeddingPackage,
-    import_onnxruntime,
-    is_embedding_folder,
-    l2_normalize,
-    plan_batches,
-    pool,
-)
+from ryzenai_core.embeddings.batches import l2_normalize, plan_batches
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
+from ryzenai_core.embeddings.folder import import_tokenizers
+from ryzenai_core.embeddings.package import BGE_QUERY_INSTRUCTION, EmbeddingPackage, is_embedding_folder
+from ryzenai_core.embeddings.runner import import_onnxruntime, pool
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 TINY_STATIC = FIXTURES / "embeddings" / "tiny-bert-static"
@@ -105,7 +100,7 @@ def test_llm_packages_are_not_embedding_folders():
 def test_bge_models_get_bge_query_instruction(copy_package):
     folder = copy_package(TINY_ST, "bge-tiny-en-v1.5")
     pkg = EmbeddingPackage.open(folder)
-    assert pkg.query_instruction == emb.BGE_QUERY_INSTRUCTION and pkg.document_instruction == ""
+    assert pkg.query_instruction == BGE_QUERY_INSTRUCTION and pkg.document_instruction == ""
 
 
 # -- pooling, normalisation, padding ------------------------------------------------------
@@ -343,7 +338,7 @@ def test_missing_runtime_packages_name_the_extra(monkeypatch):
         import_onnxruntime()
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     with pytest.raises(RuntimeNotAvailableError, match=r"`tokenizers` package .*pip install 'ryzenai-llm\[embeddings\]'"):
-        emb._import_tokenizers()
+        import_tokenizers()
 
 
 def test_the_engine_is_shared_per_folder_and_settings():

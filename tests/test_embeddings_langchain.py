@@ -16,7 +16,8 @@ from langchain_tests.unit_tests import EmbeddingsUnitTests
 from conftest import FIXTURES
 from langchain_ryzenai import RyzenAIEmbeddings
 from ryzenai_core import InvalidRequestError
-from ryzenai_core.embeddings.engine import BGE_QUERY_INSTRUCTION, EmbeddingEngine
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
+from ryzenai_core.embeddings.package import BGE_QUERY_INSTRUCTION
 from ryzenai_core.package.hub import resolve_model
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"

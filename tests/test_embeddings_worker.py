@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 
 from conftest import FIXTURES, process_alive
 from ryzenai_core import GenerationError, UnsupportedModelError, WorkerDiedError
-from ryzenai_core.embeddings.engine import EmbeddingEngine
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 TEXTS = ["Who is the director of the Vantor Lab?", "hello", "sparse attention"]

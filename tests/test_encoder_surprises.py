@@ -19,8 +19,8 @@ from langchain_ryzenai import RyzenAIRerank as LangChainRerank
 from llamaindex_ryzenai import RyzenAIEmbedding
 from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
 from ryzenai_core import InvalidRequestError, ModelNotFoundError
-from ryzenai_core.embeddings.engine import EmbeddingEngine
-from ryzenai_core.rerank import RerankEngine
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
+from ryzenai_core.rerank.engine import RerankEngine
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 CROSS = FIXTURES / "rerank" / "tiny-bert-cross-encoder"

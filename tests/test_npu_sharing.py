@@ -14,11 +14,11 @@ from conftest import FIXTURES, REPLICAS, TINY_QWEN3, close_engines_under, proces
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import RuntimeNotAvailableError
-from ryzenai_core.embeddings.engine import EmbeddingEngine
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
 from ryzenai_core.engine.engine import Engine
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
-from ryzenai_core.rerank import RerankEngine
+from ryzenai_core.rerank.engine import RerankEngine
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 XLMR = FIXTURES / "rerank" / "tiny-xlmr-reranker"

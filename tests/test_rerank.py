@@ -19,9 +19,10 @@ from ryzenai_core import (
     ModelNotFoundError,
     UnsupportedModelError,
 )
-from ryzenai_core.embeddings.engine import EmbeddingPackage, is_embedding_folder
+from ryzenai_core.embeddings.package import EmbeddingPackage, is_embedding_folder
 from ryzenai_core.embeddings.runner import LocalBackend
-from ryzenai_core.rerank import RerankEngine, RerankPackage, is_rerank_folder
+from ryzenai_core.rerank.engine import RerankEngine
+from ryzenai_core.rerank.package import RerankPackage, is_rerank_folder
 
 RERANK = FIXTURES / "rerank"
 BERT = RERANK / "tiny-bert-cross-encoder"

@@ -15,7 +15,7 @@ from hf_cache import cache_repository
 from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
 from ryzenai_core import InvalidRequestError
 from ryzenai_core.package.hub import resolve_model
-from ryzenai_core.rerank import RerankEngine
+from ryzenai_core.rerank.engine import RerankEngine
 
 BERT = FIXTURES / "rerank" / "tiny-bert-cross-encoder"
 XLMR = FIXTURES / "rerank" / "tiny-xlmr-reranker"

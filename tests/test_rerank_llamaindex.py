@@ -17,7 +17,7 @@ from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAIEmbedding, Ryz
 from llamaindex_ryzenai.postprocessor import REPORT_KEY
 from ryzenai_cli.demo import DEMO_DOCS, load_documents
 from ryzenai_core import InvalidRequestError
-from ryzenai_core.rerank import RerankEngine
+from ryzenai_core.rerank.engine import RerankEngine
 
 BERT = FIXTURES / "rerank" / "tiny-bert-cross-encoder"
 XLMR = FIXTURES / "rerank" / "tiny-xlmr-reranker"

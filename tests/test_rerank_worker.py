@@ -15,8 +15,9 @@ import pytest
 
 from conftest import FIXTURES, process_alive
 from ryzenai_core import InvalidRequestError, MissingTokenizerError, UnsupportedModelError, WorkerDiedError
-from ryzenai_core.embeddings.engine import EmbeddingEngine
-from ryzenai_core.rerank import RerankEngine, RerankPackage
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
+from ryzenai_core.rerank.engine import RerankEngine
+from ryzenai_core.rerank.package import RerankPackage
 
 BERT = FIXTURES / "rerank" / "tiny-bert-cross-encoder"
 XLMR = FIXTURES / "rerank" / "tiny-xlmr-reranker"

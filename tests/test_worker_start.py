@@ -27,7 +27,7 @@ import json, sys
 result = {{}}
 try:
     from ryzenai_core import ChatMessage, Engine, GenerationOptions
-    from ryzenai_core.embeddings.engine import EmbeddingEngine
+    from ryzenai_core.embeddings.embedding import EmbeddingEngine
     engine = Engine.get({str(TINY_LLAMA)!r}, execution="process")
     answer = engine.generate([ChatMessage("user", "hi")], GenerationOptions(max_new_tokens=3, temperature=0))
     result["tokens"] = answer.usage.completion_tokens

@@ -85,8 +85,9 @@ class Mode(str, Enum):
         return self.value
 
 
-def _read_json(path: Path, what: str) -> Any:
-    if _is_lfs_pointer(path):
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file of a model folder (``what`` names it in messages); a Git LFS pointer or bad JSON is an error."""
+    if is_lfs_pointer(path):
         raise LfsPointerError(
             f"{path.name} is a Git LFS pointer ({path.stat().st_size} bytes), not the {what}: "
             f"run `git lfs pull` in {path.parent}",
@@ -104,7 +105,8 @@ def _read_json(path: Path, what: str) -> Any:
         ) from exc
 
 
-def _is_lfs_pointer(path: Path) -> bool:
+def is_lfs_pointer(path: Path) -> bool:
+    """True for a small file that holds a Git LFS pointer instead of its content."""
     try:
         if path.stat().st_size > _LFS_MAX_BYTES:
             return False
@@ -206,7 +208,7 @@ class ModelPackage:
                 f"{folder} has no genai_config.json, so it is not an onnxruntime-genai model package.{hint}",
                 path=cfg_path,
             )
-        config = _read_json(cfg_path, "model configuration")
+        config = read_json(cfg_path, "model configuration")
         if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
             raise ConfigError(
                 f'{cfg_path} has no "model" object; restore genai_config.json from the package', path=cfg_path
@@ -256,7 +258,7 @@ class ModelPackage:
 
         token_backend = options.get("hybrid_opt_token_backend")
         rai_path = folder / "rai_config.json"
-        rai = _read_json(rai_path, "Ryzen AI prompt limits") if rai_path.is_file() else None
+        rai = read_json(rai_path, "Ryzen AI prompt limits") if rai_path.is_file() else None
         if rai is not None and not isinstance(rai, dict):
             raise ConfigError(f"{rai_path} is not a JSON object; restore rai_config.json", path=rai_path)
 
@@ -405,7 +407,7 @@ class ModelPackage:
                     "download the complete package",
                     path=f,
                 )
-        pointers = [f for f in files if _is_lfs_pointer(f)]
+        pointers = [f for f in files if is_lfs_pointer(f)]
         if len(pointers) == 1:
             f = pointers[0]
             raise LfsPointerError(
@@ -781,7 +783,7 @@ def _walk(folder: Path, depth: int) -> list[Path]:
 
 
 def _scan_lfs(folder: Path, files: list[Path]) -> list[str]:
-    return sorted(str(p.relative_to(folder).as_posix()) for p in files if _is_lfs_pointer(p))
+    return sorted(str(p.relative_to(folder).as_posix()) for p in files if is_lfs_pointer(p))
 
 
 def _release(name: str, name_source: str, explicit: str | None) -> tuple[str | None, str]:
@@ -841,7 +843,7 @@ def _tokenizer(folder: Path, lfs: list[str]) -> tuple[tuple[Path, ...], dict[str
     tok_cfg: dict[str, Any] = {}
     cfg_path = folder / "tokenizer_config.json"
     if cfg_path.is_file() and "tokenizer_config.json" not in lfs:
-        data = _read_json(cfg_path, "tokenizer configuration")
+        data = read_json(cfg_path, "tokenizer configuration")
         if isinstance(data, dict):
             tok_cfg = data
     template: str | None = None
@@ -851,7 +853,7 @@ def _tokenizer(folder: Path, lfs: list[str]) -> tuple[tuple[Path, ...], dict[str
         template = jinja.read_text(encoding="utf-8")
         template_file = jinja
     elif (folder / "chat_template.json").is_file():
-        data = _read_json(folder / "chat_template.json", "chat template")
+        data = read_json(folder / "chat_template.json", "chat template")
         if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
             template, template_file = data["chat_template"], folder / "chat_template.json"
     if template is None:

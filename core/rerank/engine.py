@@ -1,12 +1,9 @@
-"""Rerankers: a cross-encoder folder read once, a query and passages in, relevance scores out.
+"""Reranking: a query and passages in, relevance scores out (:class:`RerankEngine`).
 
-A cross-encoder (``BertForSequenceClassification`` with one label such as
-cross-encoder/ms-marco-MiniLM-L6-v2, ``XLMRobertaForSequenceClassification`` such as
-BAAI/bge-reranker-base) reads a query and a passage together and gives one relevance logit.
-:class:`RerankPackage` reads a folder as Hugging Face ships them (``config.json``,
-``tokenizer.json``, ``onnx/model.onnx``); :class:`RerankEngine` runs it on the embedding
-engine's machinery (:class:`~ryzenai_core.embeddings.engine.EncoderEngine`: providers, shapes,
-sessions in this process or a worker each, idle sessions closed)::
+:class:`RerankEngine` runs a cross-encoder folder
+(:class:`~ryzenai_core.rerank.package.RerankPackage`) on the embedding engine's machinery
+(:class:`~ryzenai_core.embeddings.engine.EncoderEngine`: providers, shapes, sessions in this
+process or a worker each, idle sessions closed)::
 
     query, passages
       -> pairs encoded as the model's tokenizer pairs them: [CLS] q [SEP] p [SEP]
@@ -17,219 +14,32 @@ sessions in this process or a worker each, idle sessions closed)::
       -> logits (pairs, 1) -> scores as sentence-transformers' CrossEncoder.predict gives them
          for a one-logit model: the sigmoid (or the logit, when config.json names Identity)
 
-A model with two or more labels is a classifier (NLI, duplicate questions), not a relevance
-model: it is refused. onnxruntime and tokenizers come with the ``embeddings`` extra.
+:class:`RerankSettings` is what the framework faces take. onnxruntime and tokenizers come with
+the ``embeddings`` extra.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
-from .embeddings.engine import EncoderEngine, EncoderFolder, EncoderSettings, plan_batches
-from .errors import InvalidRequestError, UnsupportedModelError
-from .messages import check_prompt_text
+from ..embeddings.batches import plan_batches
+from ..embeddings.engine import EncoderEngine
+from ..embeddings.settings import EncoderSettings
+from ..errors import InvalidRequestError, UnsupportedModelError
+from ..messages import check_prompt_text
+from .package import Activation, RerankPackage
 
-__all__ = [
-    "DEFAULT_RERANK_BUCKETS",
-    "RerankEngine",
-    "RerankPackage",
-    "RerankResult",
-    "RerankSettings",
-    "is_rerank_folder",
-]
+__all__ = ["DEFAULT_RERANK_BUCKETS", "RerankEngine", "RerankResult", "RerankSettings"]
 
 log = logging.getLogger("ryzenai_core")
 
 #: Pair-length buckets for static shapes: a question (a few dozen tokens) with a chunk of text.
 DEFAULT_RERANK_BUCKETS: tuple[int, ...] = (128, 256, 512)
-_EXAMPLES = "cross-encoder/ms-marco-MiniLM-L6-v2 or BAAI/bge-reranker-base"
-
-Activation = Literal["sigmoid", "identity"]
-
-
-def is_rerank_folder(path: str | os.PathLike[str]) -> bool:
-    """True for a folder that holds an ONNX ``*ForSequenceClassification`` model (a cross-encoder)."""
-    folder = Path(path)
-    config = folder / "config.json"
-    if not folder.is_dir() or (folder / "genai_config.json").is_file() or not config.is_file():
-        return False
-    if not (any(folder.glob("*.onnx")) or any(folder.glob("onnx/*.onnx"))):
-        return False
-    try:
-        import json
-
-        architectures = json.loads(config.read_text(encoding="utf-8-sig")).get("architectures") or []
-    except (OSError, ValueError, AttributeError):
-        return False
-    return any(str(a).endswith("ForSequenceClassification") for a in architectures)
-
-
-def _labels(config: dict[str, Any]) -> tuple[int | None, str]:
-    id2label = config.get("id2label")
-    if isinstance(id2label, dict) and id2label:
-        return len(id2label), f"config.json id2label {dict(id2label)}"
-    if isinstance(config.get("num_labels"), int):
-        return config["num_labels"], "config.json num_labels"
-    return None, ""
-
-
-def _activation(config: dict[str, Any], given: Activation | None) -> tuple[Activation, str]:
-    if given is not None:
-        if given not in ("sigmoid", "identity"):
-            raise InvalidRequestError(f"activation {given!r} is not one of 'sigmoid', 'identity'")
-        return given, "given"
-    st = config.get("sentence_transformers")
-    named = st.get("activation_fn") if isinstance(st, dict) else None
-    source = "config.json sentence_transformers.activation_fn"
-    if named is None and config.get("sbert_ce_default_activation_function"):  # sentence-transformers < 4
-        named = config["sbert_ce_default_activation_function"]
-        source = "config.json sbert_ce_default_activation_function"
-    if named is None:
-        return "sigmoid", "default: sigmoid, as CrossEncoder.predict for a one-label model"
-    if str(named).endswith(".Sigmoid"):
-        return "sigmoid", source
-    if str(named).endswith(".Identity"):
-        return "identity", source
-    raise UnsupportedModelError(
-        f"{source} is {named!r}; the reranker applies a sigmoid or nothing (identity) to the logit. Pass "
-        "activation='sigmoid' or activation='identity', whichever fits the model's scores"
-    )
-
-
-@dataclass(frozen=True)
-class RerankPackage:
-    """A cross-encoder folder, read once.
-
-    Attributes:
-        path: the folder.
-        name: its name (a Hugging Face cache snapshot is named by its repository).
-        onnx_file: the ONNX model that runs.
-        tokenizer_file: ``tokenizer.json``.
-        architecture: ``config.json``'s architecture (``BertForSequenceClassification``), if any.
-        model_type: ``config.json``'s model_type, if any.
-        max_length: the longest pair in tokens (special tokens included).
-        max_length_source: which file set ``max_length``.
-        static_shape: ``(rows, sequence)`` when the graph's inputs have fixed sizes, else None.
-        inputs: the graph's inputs (input_ids, attention_mask and, for BERT, token_type_ids).
-        output: the graph output holding the logits.
-        activation: ``"sigmoid"`` or ``"identity"``: how a logit becomes a score.
-        activation_source: where ``activation`` came from.
-        fixed_rows: the graph's batch size when it is fixed.
-    """
-
-    path: Path
-    name: str
-    onnx_file: Path
-    tokenizer_file: Path
-    architecture: str | None
-    model_type: str | None
-    max_length: int
-    max_length_source: str
-    static_shape: tuple[int, int] | None
-    inputs: tuple[str, ...]
-    output: str
-    activation: Activation
-    activation_source: str
-    fixed_rows: int | None = None
-    outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
-
-    @classmethod
-    def open(
-        cls, path: str | os.PathLike[str], *, onnx_file: str | None = None, activation: Activation | None = None
-    ) -> RerankPackage:
-        """Read a cross-encoder folder.
-
-        Args:
-            path: the folder.
-            onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
-            activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
-
-        Raises:
-            ModelNotFoundError: no folder, or no ONNX model in it.
-            MissingTokenizerError: no ``tokenizer.json``.
-            LfsPointerError: the model, the tokenizer or a config is a Git LFS pointer.
-            UnsupportedModelError: not a sequence-classification model, more than one label, or
-                a graph without a logits output.
-            ConfigError: no maximum length anywhere.
-        """
-        base = EncoderFolder.read(
-            path, onnx_file=onnx_file, what="reranker", task="text-classification", example=_EXAMPLES.split()[0]
-        )
-        config = base.config
-        architectures = [str(a) for a in config.get("architectures") or []]
-        if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
-            raise UnsupportedModelError(
-                f"{base.name} is a {architectures[0]} (config.json architectures), not a cross-encoder: a reranker "
-                f"is a *ForSequenceClassification model with one label, such as {_EXAMPLES}. An embedding model "
-                "goes to RyzenAIEmbeddings / RyzenAIEmbedding instead",
-                path=base.path,
-            )
-        outputs = base.outputs
-        model_file = base.onnx_file
-        rank2 = [n for n, d in outputs.items() if len(d) == 2]
-        output = "logits" if "logits" in outputs else (rank2[0] if len(rank2) == 1 else None)
-        if output is None:
-            shown = ", ".join(f"{n} {d}" for n, d in outputs.items())
-            raise UnsupportedModelError(
-                f"{model_file.name} has outputs {shown}: none is the logits (batch, labels) of a cross-encoder. "
-                "Export the model with optimum's text-classification task",
-                path=model_file,
-            )
-        labels, labels_source = _labels(config)
-        width = outputs[output][-1] if outputs[output] else None
-        if isinstance(width, int) and width > 0:
-            labels, labels_source = width, f"the graph's {output} {outputs[output]}"
-        if labels is not None and labels != 1:
-            raise UnsupportedModelError(
-                f"{base.name} has {labels} labels ({labels_source}): it is a classifier, not a relevance model. A "
-                "reranker needs one relevance logit per (query, passage) pair; a classifier's logits are per class "
-                f"and rank nothing. Use a one-label cross-encoder such as {_EXAMPLES}",
-                path=base.path,
-            )
-        chosen, activation_source = _activation(config, activation)
-        return cls(
-            path=base.path,
-            name=base.name,
-            onnx_file=model_file,
-            tokenizer_file=base.tokenizer_file,
-            architecture=architectures[0] if architectures else None,
-            model_type=config.get("model_type"),
-            max_length=base.max_length,
-            max_length_source=base.max_length_source,
-            static_shape=base.static_shape,
-            inputs=base.inputs,
-            output=output,
-            activation=chosen,
-            activation_source=activation_source,
-            fixed_rows=base.fixed_rows,
-            outputs=outputs,
-        )
-
-    def describe(self) -> dict[str, Any]:
-        """A JSON-ready description (``ryzenai-llm info`` on a reranker folder)."""
-        return {
-            "kind": "reranker",
-            "name": self.name,
-            "path": str(self.path),
-            "onnx_file": str(self.onnx_file.relative_to(self.path)),
-            "architecture": self.architecture,
-            "model_type": self.model_type,
-            "max_length": self.max_length,
-            "max_length_source": self.max_length_source,
-            "shapes": "static" if self.static_shape else "dynamic",
-            "static_shape": list(self.static_shape) if self.static_shape else None,
-            "inputs": list(self.inputs),
-            "output": self.output,
-            "activation": self.activation,
-            "activation_source": self.activation_source,
-        }
 
 
 @dataclass(frozen=True)

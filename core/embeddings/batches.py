@@ -1,0 +1,77 @@
+"""Batches for an encoder: texts sorted by length, grouped into runs, padded to static shapes.
+
+:func:`plan_batches` groups texts of similar length (dynamic shapes) or puts each in the
+smallest sequence-length bucket that holds it, with the same bucket accounting as LLM prefill
+(:class:`~ryzenai_core.package.budget.ContextBudget`); :func:`l2_normalize` scales pooled
+vectors to unit length. numpy is imported only when a function runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidRequestError
+from ..package.budget import ContextBudget
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Batch", "l2_normalize", "plan_batches"]
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero), as torch's ``F.normalize``."""
+    import numpy as np
+
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.asarray(vectors / np.clip(norms, 1e-12, None), dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One run of the model: which texts, padded to which shape."""
+
+    indices: tuple[int, ...]
+    rows: int
+    length: int
+
+    @property
+    def filler_rows(self) -> int:
+        """Rows of pure padding (a static batch larger than the texts left)."""
+        return self.rows - len(self.indices)
+
+
+def plan_batches(
+    lengths: Sequence[int], *, batch_size: int, buckets: Sequence[int] | None = None, static_rows: int | None = None
+) -> list[Batch]:
+    """Sort texts by length and group them into runs.
+
+    Without buckets (dynamic shapes), each run holds up to ``batch_size`` texts of similar
+    length padded to the longest of them. With buckets (static shapes), each text goes to the
+    smallest bucket that holds it (LLM prefill's accounting) and each run holds exactly
+    ``static_rows`` rows of one bucket, filler rows included.
+    """
+    if batch_size < 1:
+        raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[Batch] = []
+    if not buckets:
+        for start in range(0, len(order), batch_size):
+            group = tuple(order[start : start + batch_size])
+            batches.append(Batch(group, len(group), max(lengths[i] for i in group)))
+        return batches
+    longest = max(buckets)
+    budget = ContextBudget(window=longest + 1, prompt_limit=longest, prefill_buckets=tuple(sorted(buckets)))
+    rows = static_rows or 1
+    by_bucket: dict[int, list[int]] = {}
+    for i in order:
+        bucket = budget.prefill_bucket(lengths[i])
+        assert bucket is not None and bucket <= longest, (lengths[i], buckets)
+        by_bucket.setdefault(bucket, []).append(i)
+    for bucket in sorted(by_bucket):
+        members = by_bucket[bucket]
+        for start in range(0, len(members), rows):
+            batches.append(Batch(tuple(members[start : start + rows]), rows, bucket))
+    return batches

@@ -1,0 +1,204 @@
+"""Embedding texts: :class:`EmbeddingEngine` (texts in, pooled and normalised vectors out).
+
+Texts are checked (strings, no lone surrogates, blank ones refused or embedded on request),
+prefixed with the query or document instruction, tokenized, truncated to the model's maximum
+length (or, with ``on_overflow="error"``, rejected), batched (:mod:`.batches`) and run on
+:class:`~ryzenai_core.embeddings.engine.EncoderEngine`'s sessions, which pool on the host
+(CLS or mean); vectors are L2-normalised as the folder says. Padding never changes a vector:
+padded positions are masked in attention and left out of the pooling.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import InvalidRequestError
+from ..messages import check_prompt_text
+from .batches import l2_normalize, plan_batches
+from .engine import EncoderEngine
+from .package import EmbeddingPackage
+from .runner import Pooling
+
+__all__ = ["EmbeddingEngine", "EmbeddingResult", "Kind"]
+
+log = logging.getLogger("ryzenai_core")
+
+Kind = Literal["query", "document"]
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    """Vectors and what they cost.
+
+    Attributes:
+        vectors: one vector per text, in the order given.
+        tokens: tokens of each text as embedded (after truncation, special tokens included).
+        truncated: indices of texts cut to ``max_length``.
+        padding: pad tokens added over all runs (filler rows included).
+        shapes: the (rows, sequence) shape of each run, in order.
+    """
+
+    vectors: list[list[float]]
+    tokens: list[int]
+    truncated: list[int]
+    padding: int
+    shapes: list[tuple[int, int]]
+
+    @property
+    def padded_tokens(self) -> int:
+        """Tokens the model ran: real plus padding."""
+        return sum(self.tokens) + self.padding
+
+
+class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
+    """Runs one embedding folder: texts in, pooled and normalised vectors out.
+
+    Sessions, shapes, providers and workers are :class:`EncoderEngine`'s (its arguments);
+    share one engine per folder and settings with :meth:`get`.
+    """
+
+    package_type = EmbeddingPackage
+    package_options = ("onnx_file", "pooling")
+
+    # -- running -----------------------------------------------------------------------------
+
+    def instruction(self, kind: Kind) -> str:
+        """The package's default prefix for queries or documents."""
+        return self.package.query_instruction if kind == "query" else self.package.document_instruction
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text before truncation (special tokens included)."""
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: Kind = "document",
+        instruction: str | None = None,
+        normalize: bool | None = None,
+        batch_size: int = 32,
+        on_overflow: Literal["truncate", "error"] = "truncate",
+        progress: Callable[[int], None] | None = None,
+        blank: Literal["error", "embed"] = "error",
+    ) -> EmbeddingResult:
+        """Embed ``texts``.
+
+        No texts give an empty result (a filter may have removed every document).
+
+        Args:
+            texts: the texts.
+            kind: ``"query"`` or ``"document"``: picks the default instruction.
+            instruction: prefix for every text (default: the package's for ``kind``).
+            normalize: L2-normalise (default: the package's setting).
+            batch_size: texts per run with dynamic shapes (static runs hold the graph's rows).
+            on_overflow: ``"truncate"`` cuts texts longer than the maximum length (logged, and
+                listed in :attr:`EmbeddingResult.truncated`); ``"error"`` raises instead.
+            progress: called with the number of texts done after each run.
+            blank: a text that is empty or only whitespace: ``"error"`` refuses it; ``"embed"``
+                embeds it as the model's special tokens alone (what sentence-transformers gives
+                such a text), with a warning naming it.
+
+        Raises:
+            InvalidRequestError: a text that is not a string, holds a lone surrogate or (with
+                ``blank="error"``) is blank, a text over the maximum length with
+                ``on_overflow="error"``, or a bad option.
+            WorkerDiedError: the worker process died during the call; the next call starts a new one.
+        """
+        import numpy as np
+
+        if blank not in ("error", "embed"):
+            raise InvalidRequestError(f"blank {blank!r} is not one of 'error', 'embed'")
+        items = self._check_texts(texts, blank=blank)
+        if on_overflow not in ("truncate", "error"):
+            raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
+        if batch_size < 1:
+            raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+        if not items:
+            return EmbeddingResult(vectors=[], tokens=[], truncated=[], padding=0, shapes=[])
+        prefix = self.instruction(kind) if instruction is None else instruction
+        full = [prefix + t for t in items]
+        encodings = self._tokenizer.encode_batch(full)
+        limit = self.package.max_length
+        over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
+        if over and on_overflow == "error":
+            i = over[0]
+            raise InvalidRequestError(
+                f"text {i} is {len(encodings[i].ids)} tokens, over {self.package.name}'s maximum of {limit} "
+                f"({self.package.max_length_source}); {len(over)} text(s) are too long. Split the text into "
+                f"smaller chunks (e.g. a chunk size of {limit - 32} tokens), or pass on_overflow='truncate'"
+            )
+        if over:
+            for i, enc in zip(over, self._truncating.encode_batch([full[i] for i in over]), strict=True):
+                encodings[i] = enc
+            log.warning(
+                "%d of %d text(s) are longer than %s's maximum of %d tokens and were truncated (first: text %d); "
+                "use smaller chunks to embed all of each text",
+                len(over),
+                len(items),
+                self.package.name,
+                limit,
+                over[0],
+            )
+        lengths = [len(e.ids) for e in encodings]
+        batches = plan_batches(
+            lengths, batch_size=batch_size, buckets=self.buckets or None, static_rows=self.static_rows or None
+        )
+        out: list[np.ndarray | None] = [None] * len(items)
+        padding, shapes, done = 0, [], 0
+        for batch in batches:
+            pooled = self._run_batch(batch, encodings)
+            for row, i in enumerate(batch.indices):
+                out[i] = pooled[row]
+            padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
+            shapes.append((batch.rows, batch.length))
+            done += len(batch.indices)
+            if progress is not None:
+                progress(done)
+        vectors = np.stack([v for v in out if v is not None])
+        if normalize if normalize is not None else self.package.normalize:
+            vectors = l2_normalize(vectors)
+        as_lists: list[list[float]] = vectors.astype(np.float32).tolist()
+        return EmbeddingResult(
+            vectors=as_lists,
+            tokens=lengths,
+            truncated=over,
+            padding=padding,
+            shapes=shapes,
+        )
+
+    @staticmethod
+    def _check_texts(texts: Sequence[str], *, blank: Literal["error", "embed"] = "error") -> list[str]:
+        if isinstance(texts, str):
+            raise InvalidRequestError(
+                f"texts is one string ({texts[:40]!r}...); pass a list of strings (embed_query takes one text)"
+            )
+        items = list(texts)
+        blanks = []
+        for i, text in enumerate(items):
+            if not isinstance(text, str):
+                raise InvalidRequestError(f"text {i} is a {type(text).__name__}, not a string: pass strings only")
+            check_prompt_text(text, f"text {i}")
+            if not text.strip():
+                if blank == "error":
+                    raise InvalidRequestError(
+                        f"text {i} is empty ({text!r}): an empty text has no meaning to embed; drop it before "
+                        "embedding"
+                    )
+                blanks.append(i)
+        if blanks:
+            log.warning(
+                "%d of %d text(s) are empty or only whitespace (first: text %d, %r) and were embedded as an empty "
+                "text (the model's special tokens alone); drop blank texts before embedding to leave them out",
+                len(blanks),
+                len(items),
+                blanks[0],
+                items[blanks[0]],
+            )
+        return items
+
+    def _session_pooling(self) -> Pooling | None:
+        return self.package.pooling

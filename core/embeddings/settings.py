@@ -1,0 +1,121 @@
+"""What the framework faces take to choose and run an encoder: pydantic mixins.
+
+:class:`EncoderSettings` declares the fields every encoder face has (model, provider, shapes,
+buckets, isolation, limits on open sessions) and opens the shared engine at construction, so a
+bad folder is an error there; :class:`EmbeddingSettings` adds the embedding model's own
+(pooling, normalisation, query instruction, overflow policy). The reranker's settings
+(:class:`~ryzenai_core.rerank.engine.RerankSettings`) derive from :class:`EncoderSettings` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, Field, PrivateAttr
+
+from .embedding import EmbeddingEngine, EmbeddingResult, Kind
+from .engine import DEFAULT_IDLE_TIMEOUT, EncoderEngine
+
+__all__ = ["EmbeddingSettings", "EncoderSettings"]
+
+
+class EncoderSettings(BaseModel):
+    """What the framework faces take to choose and run an encoder (a pydantic mixin).
+
+    Subclasses (:class:`EmbeddingSettings`, the reranker's) add their own fields and name
+    their engine class; the faces declare these fields once by inheriting them.
+    """
+
+    engine_class: ClassVar[type[EncoderEngine[Any]]]
+
+    model: str = Field(description="model folder, or Hugging Face repository id")
+    provider: Literal["auto", "npu", "cpu"] = "auto"
+    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
+    shapes: Literal["auto", "static", "dynamic"] = "auto"
+    """``auto``: static length buckets on the NPU (or for a static graph), dynamic shapes on the CPU."""
+    buckets: list[int] | None = None
+    """Sequence-length buckets for static shapes (default: the engine's, capped at the maximum length)."""
+    provider_options: dict[str, str] | None = None
+    """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
+    isolation: Literal["process", "thread"] | None = None
+    """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
+    onnx_file: str | None = None
+    """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
+    max_shapes: int | None = Field(default=None, ge=1)
+    """Static shapes kept open at once, a session (on the NPU a worker) each; default: one per bucket."""
+    idle_timeout: float | None = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0)
+    """Seconds after which an unused shape's session is closed (None: kept until the program ends)."""
+
+    _engine: Any = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Open (or share) the engine now, so a bad folder is an error at construction."""
+        self._engine = self.open_engine()
+
+    def engine_settings(self) -> dict[str, Any]:
+        """The engine's settings among these fields (what :meth:`EncoderEngine.get` takes)."""
+        return {
+            "provider": self.provider,
+            "shapes": self.shapes,
+            "buckets": self.buckets,
+            "provider_options": self.provider_options,
+            "isolation": self.isolation,
+            "onnx_file": self.onnx_file,
+            "max_shapes": self.max_shapes,
+            "idle_timeout": self.idle_timeout,
+        }
+
+    def open_engine(self) -> Any:
+        """The shared engine for these settings."""
+        return self.engine_class.get(self.model, **self.engine_settings())
+
+
+class EmbeddingSettings(EncoderSettings):
+    """What both framework faces take to choose and run an embedding model (a pydantic mixin)."""
+
+    engine_class = EmbeddingEngine
+
+    model: str = Field(description="embedding model folder, or Hugging Face repository id")
+    pooling: Literal["cls", "mean"] | None = None
+    """Override the folder's pooling."""
+    normalize: bool | None = None
+    """L2-normalise the vectors (default: as the folder says; True without modules.json)."""
+    query_instruction: str | None = None
+    """Prefix for queries (default: the model's: BGE's for BGE English models, else none)."""
+    on_overflow: Literal["truncate", "error"] = "truncate"
+    """A text over the maximum length: ``truncate`` (logged, listed in the result) or ``error``."""
+
+    @property
+    def engine(self) -> EmbeddingEngine:
+        """The core engine (package facts: ``engine.describe()``)."""
+        if self._engine is None:  # pragma: no cover - model_post_init opened it
+            self._engine = self.open_engine()
+        engine: EmbeddingEngine = self._engine
+        return engine
+
+    def embed_with_settings(
+        self,
+        texts: Sequence[str],
+        *,
+        kind: Kind,
+        instruction: str | None,
+        batch_size: int,
+        progress: Callable[[int], None] | None = None,
+        blank: Literal["error", "embed"] = "error",
+    ) -> EmbeddingResult:
+        """:meth:`EmbeddingEngine.embed` with these settings' normalisation and overflow policy."""
+        return self.engine.embed(
+            texts,
+            kind=kind,
+            instruction=instruction,
+            normalize=self.normalize,
+            batch_size=batch_size,
+            on_overflow=self.on_overflow,
+            progress=progress,
+            blank=blank,
+        )
+
+    def engine_settings(self) -> dict[str, Any]:
+        """The engine's settings, the pooling override among them."""
+        return {**super().engine_settings(), "pooling": self.pooling}
