@@ -3,7 +3,7 @@
 Data flow::
 
     retrieved documents + query
-      -> ryzenai_core.rerank.RerankEngine.rerank: (query, page_content) pairs, sorted by length,
+      -> ryzenai_core.rerank.engine.RerankEngine.rerank: (query, page_content) pairs, sorted by length,
          padded to pair-length buckets on the NPU, one relevance score each
       -> the best ``top_n`` documents, best first: copies with metadata["relevance_score"]
          (the rest of their metadata kept)

@@ -3,7 +3,7 @@
 Data flow::
 
     retrieved nodes + query bundle
-      -> ryzenai_core.rerank.RerankEngine.rerank: (query, node text as the embedder sees it)
+      -> ryzenai_core.rerank.engine.RerankEngine.rerank: (query, node text as the embedder sees it)
          pairs, sorted by length, padded to pair-length buckets on the NPU, one score each
       -> the best ``top_n`` nodes, best first, their scores replaced by the reranker's
          (LlamaIndex's ReRankStartEvent / ReRankEndEvent and a RERANKING callback event around it)

@@ -47,7 +47,6 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "NPU_PROVIDER",
     "EncoderEngine",
-    "EncoderPackage",
     "close_all",
     "file_digest",
 ]
@@ -76,6 +75,7 @@ def _cache_root(cache_dir: str | os.PathLike[str] | None, name: str) -> Path:
     return Path(base) / "ryzenai-llm" / name
 
 
+_ENGINES: dict[tuple[Any, ...], EncoderEngine[Any]] = {}
 _ENGINES_LOCK = threading.Lock()
 _SAID_CPU: set[str] = set()
 
@@ -83,7 +83,7 @@ _SAID_CPU: set[str] = set()
 DEFAULT_IDLE_TIMEOUT = 300.0
 
 
-class EncoderPackage(Protocol):
+class _Package(Protocol):
     """What :class:`EncoderEngine` reads of a package (:class:`EmbeddingPackage`, ``RerankPackage``)."""
 
     @property
@@ -105,7 +105,7 @@ class EncoderPackage(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
-P = TypeVar("P", bound=EncoderPackage)
+P = TypeVar("P", bound=_Package)
 Shape = tuple[int, int] | None
 
 

@@ -1,6 +1,6 @@
 """The embedding worker: a process that owns one onnxruntime session of an embedding model.
 
-Started by :class:`~ryzenai_core.embeddings.engine.EmbeddingEngine` as
+Started by :class:`~ryzenai_core.embeddings.embedding.EmbeddingEngine` as
 ``python -m ryzenai_core.embeddings.worker`` (one per static shape on the NPU: several
 VitisAI sessions in one process break each other, and an execution provider that crashes
 takes only this process with it). Frames are :mod:`ryzenai_core.ipc`::
