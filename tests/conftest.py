@@ -128,9 +128,9 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
     (clear it to tear more)."""
     import pickle
 
-    from ryzenai_core.engine import engine as engine_module
+    from ryzenai_core.engine import client as client_module
 
-    real = engine_module.parse_frame
+    real = client_module.parse_frame
     torn: list[Any] = []
 
     def tearing(data: Any) -> Any:
@@ -140,7 +140,7 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
             raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(engine_module, "parse_frame", tearing)
+    monkeypatch.setattr(client_module, "parse_frame", tearing)
     return torn
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import LASTING_MODEL, LASTING_TOKENS, TINY_LLAMA
 from ryzenai_core import ChatMessage, ChatTemplateError, Engine, GenerationTimeoutError, StreamAbandonedError
-from ryzenai_core.engine import engine as engine_module
+from ryzenai_core.engine import client as client_module
+from ryzenai_core.engine import inflight
 from ryzenai_core.generation import call as call_module
 from ryzenai_core.options import validated_options
 
@@ -36,7 +37,7 @@ def _quick_unread_grace(monkeypatch) -> None:
     """
     monkeypatch.setattr(call_module, "ABANDON_AFTER", 0.2)
     monkeypatch.setattr(call_module, "QUEUED_POLL", 0.05)
-    monkeypatch.setattr(engine_module, "_POLL", 0.05)
+    monkeypatch.setattr(inflight, "POLL", 0.05)
 
 
 @pytest.fixture
@@ -116,7 +117,7 @@ def test_timeout_while_preparing_names_the_phase(fresh) -> None:
 # ---------------------------------------------------------------- a stuck call does not stick
 def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch) -> None:
     """The worker cannot stop a call stuck in the template; after a short grace it is replaced."""
-    monkeypatch.setattr(engine_module, "STUCK_GRACE", 0.3)
+    monkeypatch.setattr(client_module, "STUCK_GRACE", 0.3)
     engine = fresh("process")
     engine.load()
     pid = engine.backend.pid
@@ -132,7 +133,7 @@ def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch)
 
 
 def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypatch) -> None:
-    monkeypatch.setattr(engine_module, "STUCK_GRACE", 0.3)
+    monkeypatch.setattr(client_module, "STUCK_GRACE", 0.3)
     engine = fresh("process")
     engine.load()
     slow = validated_options(max_new_tokens=3, chat_template=SLOW_TEMPLATE)

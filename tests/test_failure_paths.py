@@ -33,8 +33,9 @@ from ryzenai_core import (
     InvalidRequestError,
     WorkerDiedError,
 )
-from ryzenai_core.engine import engine as engine_module
-from ryzenai_core.engine.engine import _InlineBackend, _WorkerBackend
+from ryzenai_core.engine import client as client_module
+from ryzenai_core.engine.client import WorkerClient
+from ryzenai_core.engine.inline import InlineBackend
 from ryzenai_core.engine.worker import _portable
 from ryzenai_core.errors import ContextWindowExceededError
 from ryzenai_core.ipc import read_frame, reap, write_frame
@@ -137,9 +138,9 @@ async def run(
 def _streaming(engine: Engine) -> bool:
     """Whether a call on ``engine`` has delivered its first chunk to its caller."""
     backend = engine._backend
-    if isinstance(backend, _WorkerBackend):
+    if isinstance(backend, WorkerClient):
         return any(c.tokens for c in list(backend._streams.values()))
-    if isinstance(backend, _InlineBackend):
+    if isinstance(backend, InlineBackend):
         holder = backend.session._holder
         return holder is not None and holder.tokens > 0
     return False
@@ -154,7 +155,7 @@ async def _first_chunk(engine: Engine, task: asyncio.Task[Any]) -> None:
 def _idle(engine: Engine) -> None:
     """Nothing of a finished call is left behind."""
     backend = engine.backend
-    if isinstance(backend, _WorkerBackend):
+    if isinstance(backend, WorkerClient):
         assert not backend._handlers and not backend._streams and not backend._sent_to
     else:
         assert backend.session._holder is None
@@ -194,7 +195,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
     engine = Engine.get(lasting_copy, execution=execution)  # type: ignore[arg-type]
     engine.load()
     frames: list[str] = []  # what the worker sent: the cancelled generation must stop, not run to its end
-    real = engine_module.parse_frame
+    real = client_module.parse_frame
 
     def counting(data):
         message = real(data)
@@ -202,7 +203,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
             frames.append(message[0])
         return message
 
-    monkeypatch.setattr(engine_module, "parse_frame", counting)
+    monkeypatch.setattr(client_module, "parse_frame", counting)
     task = asyncio.create_task(run(surface, lasting_copy, execution, max_tokens=LONG))
     await _first_chunk(engine, task)
     task.cancel()
@@ -278,7 +279,7 @@ def test_a_worker_that_never_answers_is_stopped_after_the_start_timeout(own_copy
     script.write_text("#!/bin/sh\nexec sleep 600\n")
     script.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(script))
-    monkeypatch.setattr(engine_module, "START_TIMEOUT", 1.0)
+    monkeypatch.setattr(client_module, "START_TIMEOUT", 1.0)
     engine = Engine.get(own_copy, execution="process")
     with pytest.raises(GenerationError, match=r"did not start within 1 s \(RYZENAI_LLM_START_TIMEOUT\)"):
         engine.generate(MSGS, validated_options(max_new_tokens=SHORT))
@@ -307,7 +308,7 @@ def test_a_session_that_cannot_start_is_the_typed_error_and_the_next_call_works(
 def test_a_write_to_a_worker_that_is_gone_is_worker_died(own_copy):
     engine = Engine.get(own_copy, execution="process")
     backend = engine.backend
-    assert isinstance(backend, _WorkerBackend)
+    assert isinstance(backend, WorkerClient)
     # A live process that closed its end of the pipe: the write fails.
     gone = subprocess.Popen(
         [sys.executable, "-c", "import os, sys, time; os.close(0); sys.stdout.write('x'); sys.stdout.flush(); time.sleep(30)"],
@@ -450,7 +451,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
     engine = Engine.get(own_lasting, execution="process")
     engine.load()
     pid = engine.backend.pid
-    real = engine_module.parse_frame
+    real = client_module.parse_frame
     deltas = []
 
     def tearing(data):
@@ -461,7 +462,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
                 raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(engine_module, "parse_frame", tearing)
+    monkeypatch.setattr(client_module, "parse_frame", tearing)
     with pytest.raises(WorkerDiedError, match=rf"pid {pid}\)"):
         engine.generate(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False), timeout=20)
     assert len(deltas) == 3

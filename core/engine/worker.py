@@ -1,6 +1,6 @@
 """The model worker: a process that owns one :class:`~ryzenai_core.generation.session.Session`.
 
-Started by :class:`~ryzenai_core.engine.engine.WorkerBackend` as ``python -m ryzenai_core.engine.worker``
+Started by :class:`~ryzenai_core.engine.client.WorkerClient` as ``python -m ryzenai_core.engine.worker``
 (not multiprocessing's spawn, which re-runs the user's main module on Windows). Frames on
 stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this package)::
 

@@ -1,0 +1,340 @@
+"""The worker client: a model in a worker process (:mod:`ryzenai_core.engine.worker`).
+
+One reader thread per worker hands every frame to its call; a call whose worker died before
+any output is sent again to a new worker; a worker that cannot stop a call that ran out of
+time is replaced; a worker that does not start within :data:`START_TIMEOUT` is stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import queue
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import GenerationError, GenerationTimeoutError, WorkerDiedError
+from ..generation import call as _call
+from ..generation.call import CallControl
+from ..generation.session import SessionKey
+from ..generation.streaming import Chunk
+from ..ipc import PIPE_BUFFER, parse_frame, read_frame, read_frame_bytes, reap, write_frame
+from ..messages import RawPrompt
+from ..spawn import popen_worker
+from .inflight import Backend, PendingCall
+
+__all__ = ["START_TIMEOUT", "STUCK_GRACE", "WorkerClient", "read_first_frame"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a worker may take to stop a call that ran out of time before it is replaced by a new one.
+STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
+#: Seconds a new worker process may take to start and open the package (not to load the model).
+START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
+
+
+def read_first_frame(proc: subprocess.Popen[bytes]) -> Any:
+    """The worker's first frame.
+
+    None if it exits or tears it, "silent" if it sends nothing within :data:`START_TIMEOUT`
+    seconds (it is killed then).
+    """
+    assert proc.stdout is not None
+    stdout = proc.stdout
+    got: list[Any] = []
+
+    def read() -> None:
+        try:
+            got.append(read_frame(stdout))
+        except Exception:  # noqa: BLE001 - a torn frame
+            got.append(None)
+
+    reader = threading.Thread(target=read, daemon=True, name="ryzenai-worker-start")
+    reader.start()
+    reader.join(START_TIMEOUT)
+    if reader.is_alive():
+        logger.warning("the model worker (pid %s) sent nothing within %s s; stopping it", proc.pid, START_TIMEOUT)
+        proc.kill()
+        reader.join(10)
+        return "silent"
+    return got[0] if got else None
+
+
+class WorkerClient(Backend):
+    """Talks to a worker process; restarts it on the next call after it died.
+
+    A call that runs out of its timeout is cancelled; if the worker does not finish it
+    within :data:`STUCK_GRACE` seconds (a call stuck outside the token loop), the worker is
+    replaced, so the model is usable again. Calls that were still waiting in its queue are
+    sent to the new worker.
+
+    One reader thread per worker reads every frame and hands it to its call (sync, async or
+    concurrent alike); a caller only ever waits on its own queue, with its deadline.
+    """
+
+    def __init__(self, key: SessionKey) -> None:
+        self.key = key
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._start_lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._handlers: dict[int, Callable[[tuple[Any, ...]], None]] = {}
+        self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
+        self._streams: dict[int, CallControl] = {}  # open streams, oldest first
+        self._running: int | None = None  # the stream the worker is working on
+        self._loaded_pid: int | None = None
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    # -- process management
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        with self._start_lock:
+            proc = self._proc
+            # A closed stdin: its reader thread saw it die and is reaping it (poll() may not say so yet).
+            if proc is not None and proc.poll() is None and proc.stdin is not None and not proc.stdin.closed:
+                return proc
+            if self._closed:  # a call still in flight (a resend) after close(): no new worker
+                raise WorkerDiedError("the engine was closed during the call")
+            proc = popen_worker("ryzenai_core.engine.worker", bufsize=PIPE_BUFFER)
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                write_frame(proc.stdin, ("init", self.key), self._write_lock)
+            except OSError:  # it exited before reading
+                pass
+            ready = read_first_frame(proc)
+            if ready != ("ready",):
+                code = reap(proc, timeout=10)
+                if isinstance(ready, tuple) and ready[0] == "failed":
+                    raise ready[1]  # the session could not start (a package that broke since): its own error
+                if ready == "silent":
+                    raise GenerationError(
+                        f"the model worker did not start within {START_TIMEOUT:g} s (RYZENAI_LLM_START_TIMEOUT) "
+                        "and was stopped; see its stderr above. A machine under heavy load may need more: "
+                        "raise RYZENAI_LLM_START_TIMEOUT"
+                    )
+                raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
+            self._proc = proc
+            threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
+            return proc
+
+    def ensure_loaded(self) -> None:
+        """Load the model in the worker before a timed call (the load is not part of any timeout)."""
+        proc = self._ensure()
+        if self._loaded_pid != proc.pid:
+            self.call("load")
+            self._loaded_pid = proc.pid
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        """The reader thread: hands every frame from the worker to its call until the pipe ends.
+
+        No signal interrupts this thread (Python delivers them to the main thread), so a frame is
+        never left half read; a torn frame (the worker died writing it) ends the worker.
+        """
+        assert proc.stdout is not None
+        stdout = proc.stdout
+        try:
+            while True:
+                try:
+                    data = read_frame_bytes(stdout)
+                    if data is None:
+                        break
+                    msg = parse_frame(data)
+                except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
+                    proc.kill()
+                    break
+                self._dispatch(msg)
+        finally:
+            self._died(proc)
+
+    def _dispatch(self, msg: tuple[Any, ...]) -> None:
+        """Hand a message from the worker to its call."""
+        kind = msg[0]
+        if kind == "delta":  # the compact frame of a text-only chunk (see worker.py)
+            msg = ("chunk", msg[1], Chunk(text=msg[2], token_ids=msg[3]))
+        elif kind == "phase":
+            self._running = msg[1]
+            control = self._streams.get(msg[1])
+            if control is not None:
+                control.phase = msg[2]
+            return
+        elif kind in ("end", "error") and self._running == msg[1]:
+            self._running = None
+        handler = self._handlers.get(msg[1])
+        if handler is not None:
+            handler(msg)
+
+    def _died(self, proc: subprocess.Popen[bytes]) -> None:
+        """The worker's pipe ended (it exited, was killed or closed, or tore a frame): fail its calls."""
+        code = reap(proc)
+        if self._running is not None and self._sent_to.get(self._running) == proc.pid:
+            self._running = None
+        err = WorkerDiedError(
+            f"the model worker process (pid {proc.pid}) exited with code {code} during the call; "
+            "the next call starts a new worker"
+        )
+        for rid, handler in list(self._handlers.items()):
+            if self._sent_to.get(rid) == proc.pid:
+                handler(("error", rid, err))
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        proc = self._ensure()
+        assert proc.stdin is not None
+        if message[0] in ("stream", "call"):
+            self._sent_to[message[1]] = proc.pid
+        try:
+            write_frame(proc.stdin, message, self._write_lock)
+        except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
+            raise WorkerDiedError(
+                f"the model worker process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
+            ) from exc
+
+    def _register(self, handler: Callable[[tuple[Any, ...]], None]) -> int:
+        rid = next(self._ids)
+        self._handlers[rid] = handler
+        return rid
+
+    def _forget(self, rid: int) -> None:
+        self._handlers.pop(rid, None)
+        self._sent_to.pop(rid, None)
+        self._streams.pop(rid, None)
+
+    # -- calls
+    def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        """Run a session method in the worker and wait for its result (up to ``timeout`` seconds)."""
+        q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        rid = self._register(q.put)
+        try:
+            self._send(("call", rid, method, args))
+            try:
+                msg = q.get(timeout=timeout)
+            except queue.Empty:
+                raise GenerationTimeoutError(f"{method} took longer than timeout={timeout} s", phase=method) from None
+        finally:
+            self._forget(rid)
+        if msg[0] == "error":
+            raise msg[2]
+        return msg[2]
+
+    def launch(self, call: PendingCall) -> None:
+        """Send a stream to the worker (to a new one, if it died before the request reached it)."""
+        if not call.rid:
+
+            def handler(msg: tuple[Any, ...]) -> None:
+                kind = msg[0]
+                if kind == "chunk":
+                    call.started_output = True
+                    call.put(("chunk", msg[2]))
+                elif kind == "end":
+                    call.put(("end", None))
+                elif not self._closed and call.may_retry(msg[2]):  # a closed engine starts no new worker
+                    threading.Thread(target=self._resend, args=(call,), daemon=True).start()
+                else:
+                    call.put(("error", msg[2]))
+
+            call.rid = self._register(handler)
+        control, request = call.control, call.request
+        control.phase = "queued"
+        self._streams[call.rid] = control
+        messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
+        try:
+            self._send(("stream", call.rid, messages, request.options, control.timeout))
+        except WorkerDiedError as exc:  # it died before the request reached it: resent as the policy says
+            if self._closed or not call.may_retry(exc):
+                raise
+            threading.Thread(target=self._resend, args=(call,), daemon=True).start()
+
+    def _resend(self, call: PendingCall) -> None:
+        """Send a call whose worker died before any output to a new worker (unless its caller left)."""
+        if call.rid not in self._handlers:
+            return
+        control = call.control
+        # Loading the model in the new worker is no part of the call's time (as on a first call).
+        # "queued" first: the caller then looks again every POLL seconds, so it sees the
+        # deadline come back (it would otherwise block without one).
+        control.phase = "queued"
+        held, control.deadline = control.deadline, None
+        started = time.monotonic()
+        try:
+            try:
+                self.ensure_loaded()
+            finally:
+                if held is not None:
+                    control.deadline = held + (time.monotonic() - started)
+            if call.rid in self._handlers:  # its caller may have left during the load
+                self.launch(call)
+        except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
+            call.put(("error", exc))
+
+    def on_wait(self, call: PendingCall) -> None:
+        """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
+        if call.control.phase != "queued":
+            return
+        now = time.monotonic()
+        for other_rid, other in list(self._streams.items()):
+            if other_rid >= call.rid:
+                break
+            idle = other.idle_since
+            if (
+                not other.preempted
+                and other.phase != "queued"
+                and idle is not None
+                and now - idle >= _call.ABANDON_AFTER
+            ):
+                other.preempted = True
+                self._cancel(other_rid)
+
+    def timed_out(self, call: PendingCall) -> GenerationTimeoutError:
+        """Cancel a call that ran out of time; replace the worker if it cannot stop it."""
+        self._cancel(call.rid)
+        if call.control.phase != "queued":
+            timer = threading.Timer(STUCK_GRACE, self._replace_if_stuck, args=(call.rid, self._proc))
+            timer.daemon = True
+            timer.start()
+        return call.control.timeout_error()
+
+    def _replace_if_stuck(self, rid: int, proc: subprocess.Popen[bytes] | None) -> None:
+        if proc is not None and self._running == rid and proc.poll() is None:
+            logger.warning(
+                "the model worker (pid %s) did not stop a call that ran out of time within %s s; replacing it",
+                proc.pid,
+                STUCK_GRACE,
+            )
+            proc.kill()
+
+    def orphan(self, call: PendingCall) -> None:
+        """Forget a call nobody reads and cancel it in the worker."""
+        self._handlers.pop(call.rid, None)
+        self._cancel(call.rid)
+
+    def finish(self, call: PendingCall) -> None:
+        """Forget a call; cancel it in the worker unless it ended."""
+        if call.rid:
+            self._forget(call.rid)
+            if not call.done:
+                self._cancel(call.rid)
+
+    def _cancel(self, rid: int) -> None:
+        """Tell the worker to stop a call; a worker that is gone has nothing to stop (none is started for it)."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        assert proc.stdin is not None
+        try:
+            write_frame(proc.stdin, ("cancel", rid), self._write_lock)
+        except (OSError, ValueError):  # ValueError: its pipe was closed (it died just now)
+            pass
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (None before it started or after it exited)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def close(self) -> None:
+        """End the worker; calls in flight fail and none is sent to a new worker."""
+        self._closed = True  # calls still in flight fail; none is sent to a new worker
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            reap(proc, timeout=5)
