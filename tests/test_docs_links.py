@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/*.md leads to a file (and heading) that exists."""
+"""Every relative link in README.md, docs/*.md and benchmarks/*.md leads to a file (and heading) that exists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS, *sorted((ROOT / "benchmarks").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -21,7 +22,7 @@ def _anchors(page: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_resolve(page: Path) -> None:
     broken = []
     for target in LINK.findall(page.read_text(encoding="utf-8")):
@@ -38,5 +39,5 @@ def test_relative_links_resolve(page: Path) -> None:
 
 def test_every_docs_page_is_reachable_from_the_readme() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    missing = [p.name for p in PAGES[1:] if f"docs/{p.name}" not in readme]
+    missing = [p.name for p in DOCS if f"docs/{p.name}" not in readme]
     assert not missing, f"docs pages the README does not link: {missing}"
