@@ -26,12 +26,12 @@ from typing import Any
 from ryzenai_core import __version__
 from ryzenai_core.embeddings.package import is_embedding_folder
 from ryzenai_core.errors import RyzenAIError
-from ryzenai_core.generation.kv_cache import kv_reuse_policy
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 from ryzenai_core.package.budget import BudgetPlan
 from ryzenai_core.package.capabilities import load_problem
 from ryzenai_core.package.folder import ModelPackage
 from ryzenai_core.package.hub import resolve_model
+from ryzenai_core.package.reuse import kv_reuse_policy
 from ryzenai_core.package.runtime import ENV_RELEASE, runtime_info
 from ryzenai_core.prompt.templates import ChatTemplate
 from ryzenai_core.rerank.package import is_rerank_folder

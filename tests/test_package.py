@@ -19,7 +19,7 @@ from ryzenai_core import (
     UnsafePathError,
 )
 from ryzenai_core.package import folder as package_module
-from ryzenai_core.package.folder import MAX_NARROW_PATH, _limit_key, path_hazards
+from ryzenai_core.package.scan import MAX_NARROW_PATH, path_hazards, prompt_limit_key
 
 PREFILL_4K = [128, 256, 512, 768, 1024, 1536, 2048, 2304, 3072, 4096]
 TOKEN_4K = [256, 512, 1024, 2048, 3072, 4096]
@@ -213,7 +213,7 @@ def test_explicit_release_argument():
 )
 def test_limit_key_is_newest_not_newer(release, key):
     limits = {"1.3.1": 2048, "1.4.0": 2048, "1.5.0": 2048, "1.5.1": 2048, "1.6.0": 4096, "1.7.1": 4096}
-    assert _limit_key(limits, release) == key
+    assert prompt_limit_key(limits, release) == key
 
 
 def test_lfs_pointers_are_listed_and_block_loading():

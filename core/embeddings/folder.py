@@ -28,8 +28,8 @@ from ..errors import (
     RuntimeNotAvailableError,
     UnsupportedModelError,
 )
-from ..package.folder import is_lfs_pointer, read_json
 from ..package.hub import package_name
+from ..package.scan import is_lfs_pointer, read_json
 
 __all__ = ["EncoderFolder", "import_onnx", "import_tokenizers", "json_or_none"]
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequestError
+from ..package.reuse import ALIGN, NO_REWIND_TYPES, kv_reuse_default, kv_reuse_policy
 
 if TYPE_CHECKING:
     from ..package.folder import ModelPackage
@@ -43,42 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["ALIGN", "NO_REWIND_TYPES", "KVCache", "feed", "kv_reuse_default", "kv_reuse_policy", "reusable_prefix"]
 
 log = logging.getLogger("ryzenai_core")
-
-#: The kept prefix and the runs of a windowed feed end at multiples of this many tokens.
-ALIGN = 64
-#: ``model.type`` values whose generators onnxruntime-genai cannot rewind (``rewind_to`` refuses them).
-NO_REWIND_TYPES = frozenset({"decoder-pipeline", "lfm2", "phi3v", "whisper"})
-
-
-def kv_reuse_default(package: ModelPackage) -> bool:
-    """Reuse is on by default where the runtime's support is known: plain ONNX packages that can rewind."""
-    return not package.is_ryzenai and package.model_type not in NO_REWIND_TYPES
-
-
-def kv_reuse_policy(package: ModelPackage) -> dict[str, Any]:
-    """What KV prefix reuse does on ``package``, for ``ryzenai-llm info``."""
-    window = package.sliding_window
-    if package.model_type in NO_REWIND_TYPES:
-        detail = f"not available: onnxruntime-genai cannot rewind a {package.model_type!r} generator"
-    elif package.is_ryzenai:
-        detail = (
-            "off by default (whether the Ryzen AI execution provider rewinds is unknown); with kv_reuse=True, "
-            "a refused rewind falls back to a cold prefill and turns reuse off for the model"
-        )
-    else:
-        detail = f"on by default: only prefill KV is kept, in multiples of {ALIGN} tokens, so output equals a cold run"
-    if window is not None and package.model_type not in NO_REWIND_TYPES:
-        detail += (
-            f"; the decoder's {window}-token sliding window evicts KV, so only a call whose prompt and answer "
-            f"stayed within {window} tokens is reused (longer conversations are prefilled cold)"
-        )
-    return {
-        "default": kv_reuse_default(package),
-        "available": package.model_type not in NO_REWIND_TYPES,
-        "within_window": window,
-        "detail": detail,
-    }
-
 
 def reusable_prefix(
     cached: Sequence[int],

@@ -3,8 +3,9 @@
 :meth:`ModelPackage.open` reads ``genai_config.json`` (every layout AMD has shipped: plain
 builder output, 1.3-1.6 ``config_entries``/``custom_ops_library``, 1.4 ``VitisAI``, 1.7/1.8
 ``provider_options[0].RyzenAI``), ``rai_config.json``, the tokenizer files and chat
-template source, and the ``dd_metastate_*`` bucket file names. It never loads weights and
-never imports onnxruntime-genai.
+template source, and the ``dd_metastate_*`` bucket file names (the file scan is
+:mod:`~ryzenai_core.package.scan`'s), and plans the package's context budget for the Ryzen AI
+release that runs it. It never loads weights and never imports onnxruntime-genai.
 
 Any ``model.type`` is accepted: the installed runtime decides what it runs (its refusal
 becomes :class:`~ryzenai_core.errors.UnsupportedModelError` at load time). A folder inside a
@@ -14,54 +15,46 @@ comes from the repository (:func:`~ryzenai_core.package.hub.package_name`).
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any
 
-from ..errors import (
-    ConfigError,
-    LfsPointerError,
-    MissingTokenizerError,
-    ModelNotFoundError,
-    ModelPackageError,
-    UnsafePathError,
-)
-from ..generation.kv_cache import kv_reuse_policy
+from ..errors import ConfigError, LfsPointerError, ModelNotFoundError, ModelPackageError
 from .budget import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, ContextBudget
 from .hub import cache_repository, package_name
-from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
+from .reuse import kv_reuse_policy
+from .runtime import ENV_RELEASE
+from .scan import (
+    check_relative,
+    choose_release,
+    config_int,
+    inside_folder,
+    is_lfs_pointer,
+    is_vision_state,
+    missing_npu_files,
+    path_hazards,
+    prompt_limit_key,
+    read_json,
+    read_provider,
+    read_tokenizer,
+    release_in_name,
+    scan_buckets,
+    scan_lfs,
+    walk_files,
+)
 
-__all__ = ["Mode", "ModelPackage", "path_hazards"]
+__all__ = ["IMAGE_TOKENS", "NARROW_PATHS", "Mode", "ModelPackage"]
 
 #: Prompt tokens one image costs, per ``model.type``: onnxruntime-genai's Gemma 3 processor
 #: expands each ``<start_of_image>`` into 256 ``<image_soft_token>`` tokens (plus the
 #: ``<end_of_image>`` marker and the newlines around them).
 IMAGE_TOKENS = {"gemma3": 256}
 
-_LFS_HEADER = b"version https://git-lfs.github.com/spec/v1"
-_LFS_MAX_BYTES = 1024
-_PREFILL_RE = re.compile(
-    r"^dd_metastate_Llm_Prefill_(?P<node>.+?)_sequence_length_padded_(?P<n>\d+)_?\.(meta|ctrlpkt|super)$"
-)
-_DECODE_RE = re.compile(
-    r"^dd_metastate_Llm_Token_Token_(?P<node>.+?)_attention_mask_padded_(?P<n>\d+)_?\.(meta|ctrlpkt|super)$"
-)
-_VISION_RE = re.compile(r"^dd_metastate_Llm_Vision_")
-_RELEASE_IN_NAME = re.compile(r"(?:_rai_|ryzenai[-_])(\d+\.\d+(?:\.\d+)?)(?=[_\-.]|$)", re.IGNORECASE)
-_RYZENAI_ENTRY_KEYS = ("hybrid_opt_token_backend", "hybrid_opt_max_seq_length", "max_length_for_kv_cache")
-#: The fused phases of an NPU package, as its ``dd_metastate_Llm_<phase>_...`` file names say.
-_PHASES = ("Prefill", "Token_Token")
-
-#: The longest path (without the closing NUL) that Windows file APIs take from code that does
-#: not opt in to long paths (MAX_PATH is 260 with the NUL).
-MAX_NARROW_PATH = 259
 #: Whether model paths reach native code as narrow (ANSI code page) strings with MAX_PATH:
 #: AMD's native loader on Windows. Linux passes bytes and has no such limit.
 NARROW_PATHS = sys.platform == "win32"
@@ -83,49 +76,6 @@ class Mode(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def read_json(path: Path, what: str) -> Any:
-    """A JSON file of a model folder (``what`` names it in messages); a Git LFS pointer or bad JSON is an error."""
-    if is_lfs_pointer(path):
-        raise LfsPointerError(
-            f"{path.name} is a Git LFS pointer ({path.stat().st_size} bytes), not the {what}: "
-            f"run `git lfs pull` in {path.parent}",
-            path=path,
-        )
-    try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not UTF-8 text ({exc}); restore the {what} from the package", path=path) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            f"restore the {what} from the original package",
-            path=path,
-        ) from exc
-
-
-def is_lfs_pointer(path: Path) -> bool:
-    """True for a small file that holds a Git LFS pointer instead of its content."""
-    try:
-        if path.stat().st_size > _LFS_MAX_BYTES:
-            return False
-        with path.open("rb") as f:
-            return f.read(len(_LFS_HEADER)) == _LFS_HEADER
-    except OSError:
-        return False
-
-
-def _as_int(value: Any, where: str, path: Path) -> int:
-    try:
-        n = int(str(value).strip())
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"{where} in {path.name} is {value!r}, not a whole number; fix the value", path=path
-        ) from None
-    if n <= 0:
-        raise ConfigError(f"{where} in {path.name} is {n}; it must be a positive number of tokens", path=path)
-    return n
 
 
 @dataclass(frozen=True)
@@ -225,23 +175,23 @@ class ModelPackage:
         filename = decoder.get("filename")
         if not isinstance(filename, str) or not filename:
             raise ConfigError(f"model.decoder.filename is missing in {cfg_path}", path=cfg_path)
-        decoder_file = _inside(folder, filename, "model.decoder.filename", cfg_path, linked)
+        decoder_file = inside_folder(folder, filename, "model.decoder.filename", cfg_path, linked)
 
         session = decoder.get("session_options") or {}
         if not isinstance(session, dict):
             raise ConfigError(f"model.decoder.session_options in {cfg_path} is not an object", path=cfg_path)
-        provider, options, layout = _provider(session, cfg_path)
+        provider, options, layout = read_provider(session, cfg_path)
         external: list[Path] = []
         for key in ("external_data_file",):
             for source in (session, options):
                 value = source.get(key)
                 if isinstance(value, str) and value:
-                    external.append(_inside(folder, value, key, cfg_path, linked))
+                    external.append(inside_folder(folder, value, key, cfg_path, linked))
         if isinstance(options.get("config_file"), str):
-            external.append(_inside(folder, options["config_file"], "config_file", cfg_path, linked))
+            external.append(inside_folder(folder, options["config_file"], "config_file", cfg_path, linked))
         lib = session.get("custom_ops_library")
         if isinstance(lib, str) and lib:
-            _check_relative(lib, "custom_ops_library", cfg_path)
+            check_relative(lib, "custom_ops_library", cfg_path)
 
         vision: list[Path] = []
         for part in ("embedding", "vision", "speech"):
@@ -249,12 +199,12 @@ class ModelPackage:
             if isinstance(sub, dict):
                 for key in ("filename", "config_filename"):
                     if isinstance(sub.get(key), str):
-                        vision.append(_inside(folder, sub[key], f"model.{part}.{key}", cfg_path, linked))
+                        vision.append(inside_folder(folder, sub[key], f"model.{part}.{key}", cfg_path, linked))
 
-        prefill, decode, nodes, vision_states = _scan_buckets(folder)
+        prefill, decode, nodes, vision_states = scan_buckets(folder)
         vision.extend(vision_states)
-        files = _walk(folder, depth=3)
-        lfs = _scan_lfs(folder, files)
+        files = walk_files(folder, depth=3)
+        lfs = scan_lfs(folder, files)
 
         token_backend = options.get("hybrid_opt_token_backend")
         rai_path = folder / "rai_config.json"
@@ -263,8 +213,8 @@ class ModelPackage:
             raise ConfigError(f"{rai_path} is not a JSON object; restore rai_config.json", path=rai_path)
 
         name = package_name(folder)
-        rel, rel_source = _release(name, "repository name" if repo is not None else "folder name", release)
-        tok_files, tok_cfg, template, template_file = _tokenizer(folder, lfs)
+        rel, rel_source = choose_release(name, "repository name" if repo is not None else "folder name", release)
+        tok_files, tok_cfg, template, template_file = read_tokenizer(folder, lfs)
 
         eos = model.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else ((eos,) if isinstance(eos, int) else ())
@@ -294,7 +244,7 @@ class ModelPackage:
             lfs_pointers=tuple(lfs),
             eos_token_ids=tuple(int(i) for i in eos_ids),
             search=search,
-            missing_files=_missing_npu_files(folder, nodes, files),
+            missing_files=missing_npu_files(folder, nodes, files),
             longest_file=max((p.relative_to(folder).as_posix() for p in files), key=len, default=None),
         )
 
@@ -320,8 +270,7 @@ class ModelPackage:
     @property
     def built_for(self) -> str | None:
         """The Ryzen AI release the package was built for, as its name says (``_rai_1.8.0_``)."""
-        m = _RELEASE_IN_NAME.search(self.name)
-        return m.group(1) if m else None
+        return release_in_name(self.name)
 
     @property
     def has_vision(self) -> bool:
@@ -357,7 +306,7 @@ class ModelPackage:
             "embedding": named("embedding", "filename"),
             "processor": named("vision", "config_filename"),
             "npu_states": [
-                p.relative_to(self.path).as_posix() for p in self.vision_files if _VISION_RE.match(p.name)
+                p.relative_to(self.path).as_posix() for p in self.vision_files if is_vision_state(p.name)
             ],
         }
 
@@ -475,24 +424,24 @@ class ModelPackage:
         model = self.config["model"]
         candidates: list[int] = []
         if "context_length" in model:
-            candidates.append(_as_int(model["context_length"], "model.context_length", cfg_path))
+            candidates.append(config_int(model["context_length"], "model.context_length", cfg_path))
         if "max_length" in self.search:
-            candidates.append(_as_int(self.search["max_length"], "search.max_length", cfg_path))
+            candidates.append(config_int(self.search["max_length"], "search.max_length", cfg_path))
         kv = self.provider_options.get("max_length_for_kv_cache")
         if kv is not None:
-            candidates.append(_as_int(kv, "max_length_for_kv_cache", cfg_path))
+            candidates.append(config_int(kv, "max_length_for_kv_cache", cfg_path))
         if not candidates:
             raise ConfigError(
                 f"{cfg_path} sets neither model.context_length nor search.max_length; add one", path=cfg_path
             )
         window = min(candidates)
         seq = self.provider_options.get("hybrid_opt_max_seq_length")
-        prefill_window = _as_int(seq, "hybrid_opt_max_seq_length", cfg_path) if seq is not None else None
+        prefill_window = config_int(seq, "hybrid_opt_max_seq_length", cfg_path) if seq is not None else None
 
         limit, source = window, "window"
         limits = self.rai_prompt_limits
         if limits:
-            key = _limit_key(limits, self.release)
+            key = prompt_limit_key(limits, self.release)
             limit = min(limits[key], window)
             source = (
                 f"rai_config.json max_prompt_length[{key!r}] for release {self.release}"
@@ -614,253 +563,3 @@ class ModelPackage:
             "long_prompts": self.long_prompts,
             "kv_reuse": kv_reuse_policy(self),
         }
-
-
-# ---------------------------------------------------------------------- helpers
-def _check_relative(value: str, where: str, cfg_path: Path) -> None:
-    for pure in (PurePosixPath(value), PureWindowsPath(value)):
-        if pure.is_absolute() or pure.drive or ".." in pure.parts:
-            raise UnsafePathError(
-                f"{where} in {cfg_path.name} is {value!r}, which points outside the model folder "
-                f"{cfg_path.parent}; a package may only name files inside its own folder. Fix the "
-                "config or re-download the package.",
-                path=cfg_path,
-            )
-
-
-def _inside(folder: Path, value: str, where: str, cfg_path: Path, linked: Path | None) -> Path:
-    """``folder / value``, refused when it points outside the folder.
-
-    A link is followed: its target must be in the folder too, or, in a Hugging Face cache
-    snapshot, in the repository's ``blobs/`` (``linked``), where every file of a snapshot is.
-    The path is returned as named (not resolved), so neighbours such as ``model.onnx.data``
-    are looked up next to it.
-    """
-    _check_relative(value, where, cfg_path)
-    path = folder / value
-    target = path.resolve()
-    roots = (folder,) if linked is None else (folder, linked)
-    if not any(target == root or root in target.parents for root in roots):
-        raise UnsafePathError(
-            f"{where} in {cfg_path.name} is {value!r}, which resolves to {target}, outside the model "
-            f"folder {folder}; a package may only name files inside its own folder",
-            path=cfg_path,
-        )
-    return path
-
-
-def path_hazards(folder: str, longest_file: str | None, *, windows: bool) -> list[str]:
-    """What in a package's path can stop AMD's native loader, with the fix; empty when nothing.
-
-    On Windows the loader receives paths as narrow strings in the ANSI code page, and native
-    readers rarely opt in to paths over :data:`MAX_NARROW_PATH` characters: a non-ASCII folder
-    name or a deep Hugging Face cache path (a Gemma 16K state file in the default cache is about
-    250 characters with a 19-character user name) can fail there. Linux has neither limit.
-
-    Args:
-        folder: the package folder, as the runtime is given it.
-        longest_file: the package's longest file path relative to ``folder``, if known.
-        windows: judge as on Windows (the decision is made by the caller, so it can be tested).
-    """
-    if not windows:
-        return []
-    fix = (
-        "set HF_HOME=C:\\hf before downloading (the cache is then C:\\hf\\hub), or move the package to a "
-        "short ASCII folder"
-    )
-    out = []
-    odd = sorted({c for c in folder if not c.isascii()})
-    if odd:
-        out.append(
-            f"the package path {folder} holds non-ASCII characters ({''.join(odd)}); AMD's native loader takes "
-            f"paths in the ANSI code page and may not open it. Fix: {fix}."
-        )
-    longest = str(PureWindowsPath(folder, longest_file)) if longest_file else folder
-    if len(longest) > MAX_NARROW_PATH:
-        out.append(
-            f"the package's longest file path is {len(longest)} characters ({longest}), over the "
-            f"{MAX_NARROW_PATH} that native code without long-path support can open. Fix: {fix}."
-        )
-    return out
-
-
-def _missing_npu_files(folder: Path, nodes: Mapping[str, str], files: list[Path]) -> tuple[str, ...]:
-    """The NPU files a package's bucket files imply, that are not there.
-
-    Each fused phase whose bucket files are present (``dd_metastate_Llm_<phase>_<node>_..._padded_N_``)
-    has one unbucketed ``dd_metastate_Llm_<phase>_<node>.state``. A Full-Fusion package (both
-    phases) carries its fused-operator blueprints in ``cache/`` (``<node>_meta.json`` and
-    ``Token_<node>_meta.json``), as AMD's Full-Fusion packages do; ``.cache/`` counts too.
-    Token-Fusion and hybrid packages are not asked for ``cache/`` (what their loader needs there
-    is not known).
-    """
-    missing: list[str] = []
-    if set(nodes) == set(_PHASES):
-        cache = next((folder / n for n in ("cache", ".cache") if (folder / n).is_dir()), None)
-        if cache is None:
-            missing.append("cache/")
-        else:
-            for phase, blueprint in (("Prefill", "{}_meta.json"), ("Token_Token", "Token_{}_meta.json")):
-                name = blueprint.format(nodes[phase])
-                if not (cache / name).is_file():
-                    missing.append(f"{cache.name}/{name}")
-    names = {p.name for p in files}
-    for phase, node in nodes.items():
-        state = f"dd_metastate_Llm_{phase}_{node}.state"
-        if state not in names:
-            missing.append(state)
-    return tuple(missing)
-
-
-def _provider(session: Mapping[str, Any], cfg_path: Path) -> tuple[str, dict[str, str], str]:
-    """(provider name, its options as strings, layout) from session_options."""
-    providers = session.get("provider_options") or []
-    if not isinstance(providers, list):
-        raise ConfigError(f"session_options.provider_options in {cfg_path} is not a list", path=cfg_path)
-    for entry in providers:
-        if not isinstance(entry, dict) or len(entry) != 1:
-            raise ConfigError(
-                f"each entry of provider_options in {cfg_path} must be an object with one provider name, got {entry!r}",
-                path=cfg_path,
-            )
-        ((name, opts),) = entry.items()
-        opts = {str(k): str(v) for k, v in (opts or {}).items()}
-        if name == "RyzenAI":
-            return "RyzenAI", opts, "ryzenai"
-        if name == "VitisAI":
-            return "VitisAI", opts, "vitisai"
-    entries = session.get("config_entries")
-    if isinstance(entries, dict) and (
-        session.get("custom_ops_library") or any(k in entries for k in _RYZENAI_ENTRY_KEYS)
-    ):
-        opts = {str(k): str(v) for k, v in entries.items()}
-        if isinstance(session.get("external_data_file"), str):
-            opts.setdefault("external_data_file", session["external_data_file"])
-        return "RyzenAI", opts, "custom-ops"
-    if session.get("custom_ops_library"):
-        return "RyzenAI", {}, "custom-ops"
-    for entry in providers:
-        ((name, opts),) = entry.items()
-        return name.lower(), {str(k): str(v) for k, v in (opts or {}).items()}, "plain"
-    return "cpu", {}, "plain"
-
-
-def _scan_buckets(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, str], list[Path]]:
-    """(prefill buckets, decode buckets, fused node per phase, vision state files) from file names."""
-    prefill: set[int] = set()
-    decode: set[int] = set()
-    nodes: dict[str, str] = {}
-    vision: list[Path] = []
-    for entry in _walk(folder, depth=2):
-        name = entry.name
-        if not name.startswith("dd_metastate_"):
-            continue
-        if m := _PREFILL_RE.match(name):
-            prefill.add(int(m["n"]))
-            nodes.setdefault("Prefill", m["node"])
-        elif m := _DECODE_RE.match(name):
-            decode.add(int(m["n"]))
-            nodes.setdefault("Token_Token", m["node"])
-        elif _VISION_RE.match(name):
-            vision.append(entry)
-    return tuple(sorted(prefill)), tuple(sorted(decode)), nodes, sorted(vision)
-
-
-def _walk(folder: Path, depth: int) -> list[Path]:
-    out: list[Path] = []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return out
-    for e in entries:
-        if e.name.startswith(".git") and e.is_dir():
-            continue
-        if e.is_file():
-            out.append(Path(e.path))
-        elif e.is_dir() and depth > 1:
-            out.extend(_walk(Path(e.path), depth - 1))
-    return out
-
-
-def _scan_lfs(folder: Path, files: list[Path]) -> list[str]:
-    return sorted(str(p.relative_to(folder).as_posix()) for p in files if is_lfs_pointer(p))
-
-
-def _release(name: str, name_source: str, explicit: str | None) -> tuple[str | None, str]:
-    """The Ryzen AI release a package is planned for, and where it came from.
-
-    The release that runs the package decides its prompt limit: ``RYZENAI_VERSION``, else the
-    ``release`` argument, else the installed Ryzen AI runtime, and only when that is unknown
-    (a CPU build, or a Ryzen AI build of an unknown version) the release the package's name
-    says it was built for.
-    """
-    env = env_release()
-    if env:
-        return env, f"environment variable {ENV_RELEASE}"
-    if explicit:
-        parse_release(explicit)
-        return explicit, "argument"
-    info = runtime_info()
-    if info.ryzenai and info.release:
-        return info.release, f"installed runtime {info.distribution} {info.version}"
-    m = _RELEASE_IN_NAME.search(name)
-    if m:
-        return m.group(1), f"{name_source}, as the installed runtime's release is unknown"
-    return None, "unknown"
-
-
-def _limit_key(limits: Mapping[str, int], release: str | None) -> str:
-    """The rai_config key to use: the newest release not newer than ``release``.
-
-    A release without a patch number ("1.7") stands for its whole line. With no release,
-    or one older than every key, the smallest limit is used (never over-promise).
-    """
-    keyed = []
-    for k in limits:
-        try:
-            major, minor, patch = parse_release(k)
-        except ValueError:
-            continue
-        keyed.append(((major, minor, patch or 0), k))
-    keyed.sort()
-    if release is not None:
-        major, minor, patch = parse_release(release)
-        target = (major, minor, patch if patch is not None else 10**9)
-        fitting = [k for v, k in keyed if v <= target]
-        if fitting:
-            return fitting[-1]
-    return min(limits, key=lambda k: (limits[k], k))
-
-
-def _tokenizer(folder: Path, lfs: list[str]) -> tuple[tuple[Path, ...], dict[str, Any], str | None, Path | None]:
-    files = [folder / n for n in ("tokenizer.json", "tokenizer.model") if (folder / n).is_file()]
-    if not files:
-        raise MissingTokenizerError(
-            f"{folder} has no tokenizer (tokenizer.json or tokenizer.model); copy the tokenizer "
-            "files of the original model into the package folder",
-            path=folder,
-        )
-    tok_cfg: dict[str, Any] = {}
-    cfg_path = folder / "tokenizer_config.json"
-    if cfg_path.is_file() and "tokenizer_config.json" not in lfs:
-        data = read_json(cfg_path, "tokenizer configuration")
-        if isinstance(data, dict):
-            tok_cfg = data
-    template: str | None = None
-    template_file: Path | None = None
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file() and "chat_template.jinja" not in lfs:
-        template = jinja.read_text(encoding="utf-8")
-        template_file = jinja
-    elif (folder / "chat_template.json").is_file():
-        data = read_json(folder / "chat_template.json", "chat template")
-        if isinstance(data, dict) and isinstance(data.get("chat_template"), str):
-            template, template_file = data["chat_template"], folder / "chat_template.json"
-    if template is None:
-        raw = tok_cfg.get("chat_template")
-        if isinstance(raw, str):
-            template = raw
-        elif isinstance(raw, list):  # named templates: [{"name": "default", "template": ...}, ...]
-            named = {t.get("name"): t.get("template") for t in raw if isinstance(t, dict)}
-            template = named.get("default") or next((v for v in named.values() if isinstance(v, str)), None)
-    return tuple(files), tok_cfg, template, template_file
