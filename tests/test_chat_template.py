@@ -22,7 +22,8 @@ from ryzenai_core.prompt.formats import (
     reasoning_markers,
     tool_call_markers,
 )
-from ryzenai_core.prompt.templates import FALLBACK_TEMPLATES, ChatTemplate, builtin_template, special_tokens_from_config
+from ryzenai_core.prompt.sources import FALLBACK_TEMPLATES, builtin_template, special_tokens_from_config
+from ryzenai_core.prompt.templates import ChatTemplate
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "core" / "templates"
 GOLDENS = json.loads((FIXTURES / "template_goldens.json").read_text(encoding="utf-8"))["cases"]

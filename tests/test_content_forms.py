@@ -21,7 +21,8 @@ from conftest import MODELS
 from ryzenai_core import ChatMessage, Engine, InvalidRequestError
 from ryzenai_core.generation.session import Session
 from ryzenai_core.options import validated_options
-from ryzenai_core.prompt.templates import ChatTemplate, builtin_template
+from ryzenai_core.prompt.sources import builtin_template
+from ryzenai_core.prompt.templates import ChatTemplate
 
 VISION = MODELS / "tiny-gemma3-vision"
 COLOURS = {"red": (255, 0, 0), "blue": (0, 0, 255), "green": (0, 128, 0)}

@@ -17,38 +17,29 @@ Data flow::
     special tokens, enable_thinking, **kw ┘   (compiled once per template source)
 
 Rendering mirrors ``transformers`` (checked against it by ``tests/fixtures/template_goldens.json``,
-made by ``scripts/make_template_goldens.py``): an :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`
-with ``trim_blocks``/``lstrip_blocks`` and loop controls, the ``{% generation %}`` tag (a no-op
-here), ``raise_exception``, ``strftime_now``, a ``tojson`` filter that does not escape HTML or
-non-ASCII, and the restricted ``dict``/``namespace`` globals. Template variables are ``messages``,
-``tools`` (``None`` without tools), ``documents``, ``add_generation_prompt``, the special tokens,
-``enable_thinking`` (only when given) and any extra keyword. One deliberate difference: reading an
-unsafe attribute (``''.__class__``, ``self._TemplateReference__context``) raises instead of
-rendering as empty text, so a hostile template fails loudly with :class:`ChatTemplateError`.
+made by ``scripts/make_template_goldens.py``) in the sandbox of :mod:`ryzenai_core.prompt.sandbox`.
+Template variables are ``messages``, ``tools`` (``None`` without tools), ``documents``,
+``add_generation_prompt``, the special tokens, ``enable_thinking`` (only when given) and any
+extra keyword. One deliberate difference: reading an unsafe attribute (``''.__class__``,
+``self._TemplateReference__context``) raises instead of rendering as empty text, so a hostile
+template fails loudly with :class:`ChatTemplateError`; so does a template that runs past the
+sandbox's bounds. The fallbacks, special tokens and overrides come from
+:mod:`ryzenai_core.prompt.sources`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
-from functools import cached_property, lru_cache
-from importlib.resources import files
+from collections.abc import Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import Any, Protocol, cast
 
 import jinja2
 import jinja2.exceptions
-import jinja2.ext
-import jinja2.meta
-import jinja2.nodes
-import jinja2.utils
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import ChatTemplateError, InvalidRequestError
 from ..messages import ChatMessage, ToolCall, normalize_tools
@@ -62,40 +53,36 @@ from .formats import (
     reasoning_markers,
     tool_call_markers,
 )
+from .sandbox import (
+    TemplateLimit,
+    TemplateRaised,
+    compile_template,
+    plain_data,
+    render_bounded,
+    template_variables,
+)
+from .sources import FALLBACK_TEMPLATES, builtin_template, read_override, special_tokens_from_config, token_text
 
-if TYPE_CHECKING:
-    from ..package.folder import ModelPackage
-
-__all__ = [
-    "ChatTemplate",
-    "FALLBACK_TEMPLATES",
-    "SPECIAL_TOKEN_NAMES",
-    "PackageTemplates",
-    "builtin_template",
-    "special_tokens_from_config",
-]
+__all__ = ["ChatTemplate", "PackageTemplates"]
 
 logger = logging.getLogger(__name__)
 
-#: Built-in template file (in ``ryzenai_core/templates``) used when a package ships none.
-FALLBACK_TEMPLATES: Mapping[Family, str] = {
-    "llama3": "llama-3.2-instruct.jinja",
-    "qwen3": "qwen3.jinja",
-    "gemma3": "gemma-3-it.jinja",
-    "chatml": "chatml.jinja",
-}
 
-#: The special-token attributes ``transformers`` passes to every template (its
-#: ``SPECIAL_TOKENS_ATTRIBUTES``).
-SPECIAL_TOKEN_NAMES: tuple[str, ...] = (
-    "bos_token",
-    "eos_token",
-    "unk_token",
-    "sep_token",
-    "pad_token",
-    "cls_token",
-    "mask_token",
-)
+class _TemplatePackage(Protocol):
+    """What a chat template reads of a model package (:class:`~ryzenai_core.package.folder.ModelPackage`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def model_type(self) -> str: ...
+    @property
+    def tokenizer_config(self) -> Mapping[str, Any]: ...
+    @property
+    def chat_template_source(self) -> str | None: ...
+    @property
+    def chat_template_file(self) -> Path | None: ...
 
 _SYSTEM_PROBE = "ryzenai-system-probe-7d1f"
 _IMAGE_PROBE = "ryzenai-image-probe-3c9a"
@@ -103,253 +90,6 @@ _IMAGE_PROBE = "ryzenai-image-probe-3c9a"
 # Packages (path, template source name, source hash) already told that their format is plain.
 _SAID_PLAIN: set[tuple[str, str, int]] = set()
 _SAID_LOCK = threading.Lock()
-
-
-# ---------------------------------------------------------------------- special tokens
-def _token_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
-        return str(value["content"])
-    return None
-
-
-def special_tokens_from_config(config: Mapping[str, Any], names: Sequence[str] = SPECIAL_TOKEN_NAMES) -> dict[str, str]:
-    """The special-token strings of a ``tokenizer_config.json``, as templates see them.
-
-    Values may be strings or ``{"content": ...}`` (AddedToken) dicts; missing or ``null``
-    tokens are left out (so the template sees them as undefined, as with ``transformers``).
-
-    Args:
-        config: the parsed tokenizer configuration.
-        names: the keys to read (default: :data:`SPECIAL_TOKEN_NAMES`).
-    """
-    out: dict[str, str] = {}
-    for name in names:
-        text = _token_text(config.get(name))
-        if text is not None:
-            out[name] = text
-    return out
-
-
-def builtin_template(name: str) -> str:
-    """The source of a template shipped in ``ryzenai_core/templates``.
-
-    Args:
-        name: the file name, e.g. ``qwen3.jinja`` (see :data:`FALLBACK_TEMPLATES`).
-
-    Raises:
-        ChatTemplateError: no such built-in template.
-    """
-    resource = files("ryzenai_core").joinpath("templates", name)
-    if "/" in name or "\\" in name or not resource.is_file():
-        known = ", ".join(sorted(FALLBACK_TEMPLATES.values()))
-        raise ChatTemplateError(f"there is no built-in chat template {name!r}; built-in templates: {known}")
-    return resource.read_bytes().decode("utf-8")
-
-
-# ---------------------------------------------------------------------- environment
-class _TemplateRaised(ChatTemplateError):
-    """What ``raise_exception(...)`` raises inside a template (re-raised with context by render)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.template_message = message
-
-
-class _GenerationTag(jinja2.ext.Extension):
-    """``{% generation %}...{% endgeneration %}``: marks assistant text for training masks.
-
-    ``transformers`` records the character span of the block (AssistantTracker); prompts only
-    need its text, so this renders the body unchanged.
-    """
-
-    tags = {"generation"}
-
-    def parse(self, parser: Any) -> jinja2.nodes.Node:
-        lineno = next(parser.stream).lineno
-        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-        return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
-
-    def _body(self, caller: Any) -> str:
-        return str(caller())
-
-
-#: Bounds on one rendering: seconds, items made by one repetition, digits of one power.
-RENDER_SECONDS = 5.0
-MAX_REPEAT = 1_000_000
-MAX_POWER_BITS = 4096
-_WIDTH_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
-_render_state = threading.local()
-
-
-class _TemplateLimit(ChatTemplateError):
-    """A rendering went past one of the bounds above."""
-
-
-def _check_time() -> None:
-    deadline = getattr(_render_state, "deadline", None)
-    if deadline is not None and time.monotonic() > deadline:
-        raise _TemplateLimit(f"it ran for more than {RENDER_SECONDS:g} s")
-
-
-class _Range:
-    """A range that checks the render time while iterated."""
-
-    def __init__(self, values: range) -> None:
-        self._range = values
-
-    def __len__(self) -> int:
-        return len(self._range)
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._range[index]
-
-    def __iter__(self) -> Iterator[int]:
-        for i, value in enumerate(self._range):
-            if not i & 1023:
-                _check_time()
-            yield value
-
-    def __reversed__(self) -> Iterator[int]:
-        return iter(_Range(self._range[::-1]))
-
-
-def _template_range(*args: int) -> _Range:
-    """The sandbox's ``range`` (at most 100,000 items), checking the render time while iterated."""
-    return _Range(jinja2.sandbox.safe_range(*args))
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """``transformers``' sandbox, except that an unsafe attribute raises instead of being undefined.
-
-    It also bounds what one rendering may cost: repetitions (``'a' * n``, ``ljust(n)``) of at
-    most :data:`MAX_REPEAT` items, powers of at most :data:`MAX_POWER_BITS` bits, and
-    :data:`RENDER_SECONDS` of time, checked at every call and loop step over ``range``.
-    """
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> NoReturn:
-        raise jinja2.exceptions.SecurityError(
-            f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe"
-        )
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > MAX_REPEAT:
-                    raise _TemplateLimit(
-                        f"it repeats a {type(seq).__name__} of {len(seq)} items {times} times "
-                        f"(more than {MAX_REPEAT:,} items)"
-                    )
-        elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1:
-            if right * abs(left).bit_length() > MAX_POWER_BITS:
-                raise _TemplateLimit(f"it computes {left} ** {right} (more than {MAX_POWER_BITS} bits)")
-        return super().call_binop(context, operator, left, right)
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's signature
-        _check_time()
-        if getattr(__obj, "__name__", None) in _WIDTH_METHODS and isinstance(getattr(__obj, "__self__", None), str):
-            width = args[0] if args else kwargs.get("width")
-            if isinstance(width, int) and width > MAX_REPEAT:
-                raise _TemplateLimit(f"it pads a string to {width:,} characters (more than {MAX_REPEAT:,})")
-        return super().call(__context, __obj, *args, **kwargs)
-
-
-def _raise_exception(message: Any) -> NoReturn:
-    raise _TemplateRaised(str(message))
-
-
-def _tojson(
-    x: Any, ensure_ascii: bool = False, indent: int | str | None = None, separators: Any = None, sort_keys: bool = False
-) -> str:
-    # transformers' filter: no HTML escaping (unlike Jinja's), and json.dumps' options exposed.
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _strftime_now(format: str) -> str:
-    return datetime.now().strftime(format)
-
-
-class _TemplateDict:
-    """``dict`` for templates without access to the type itself (as in transformers)."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
-        return dict(*args, **kwargs)
-
-    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
-        return dict.fromkeys(*args, **kwargs)
-
-
-class _TemplateNamespace(jinja2.utils.Namespace):
-    """``namespace`` that refuses underscore-prefixed attributes (as in transformers)."""
-
-    def __init__(*args: Any, **kwargs: Any) -> None:  # Jinja's signature trick: `self` may be a key
-        self, rest = args[0], args[1:]
-        attrs = dict(*rest, **kwargs)
-        for name in attrs:
-            _TemplateNamespace._check_name(name)
-        jinja2.utils.Namespace.__init__(self, attrs)
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        _TemplateNamespace._check_name(name)
-        jinja2.utils.Namespace.__setitem__(self, name, value)
-
-    @staticmethod
-    def _check_name(name: Any) -> None:
-        if isinstance(name, str) and name.startswith("_"):
-            raise jinja2.exceptions.SecurityError(
-                f"chat templates cannot store underscore-prefixed attributes on a namespace, got {name!r}"
-            )
-
-
-def _make_environment() -> _Sandbox:
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    env.globals["dict"] = _TemplateDict()
-    env.globals["namespace"] = _TemplateNamespace
-    env.globals["range"] = _template_range
-    return env
-
-
-_ENV = _make_environment()
-
-
-@lru_cache(maxsize=64)
-def _compile(source: str) -> jinja2.Template:
-    return _ENV.from_string(source)
-
-
-@lru_cache(maxsize=64)
-def _variables(source: str) -> frozenset[str]:
-    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
-
-
-def _plain(value: Any) -> Any:
-    """Rebuild template data from plain JSON types (transformers' ``_plain_template_data``).
-
-    Objects with methods the sandbox does not know are replaced by an inert ``<TypeName>``.
-    """
-    if value is None or type(value) in (str, int, float, bool):
-        return value
-    if isinstance(value, str):
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    return f"<{type(value).__name__}>"
 
 
 def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -444,7 +184,7 @@ class ChatTemplate:
         self._renders_images: dict[str, bool] = {}
         self.special_tokens: dict[str, str] = {}
         for key, value in (special_tokens or {}).items():
-            text = _token_text(value)
+            text = token_text(value)
             if text is not None:
                 self.special_tokens[key] = text
             elif value is not None:
@@ -453,7 +193,7 @@ class ChatTemplate:
                 )
         self._family: Family = check_family(family) if family is not None else (infer_family(source) or "plain")
         try:
-            self._template = _compile(source)
+            self._template = compile_template(source)
         except jinja2.exceptions.TemplateSyntaxError as exc:
             raise ChatTemplateError(
                 f"{self._label} is not valid Jinja (line {exc.lineno}: {exc.message}); fix the template, "
@@ -468,7 +208,7 @@ class ChatTemplate:
     # ------------------------------------------------------------------ construction
     @classmethod
     def for_package(
-        cls, pkg: ModelPackage, override: str | os.PathLike[str] | None = None, *, family: str | None = None
+        cls, pkg: _TemplatePackage, override: str | os.PathLike[str] | None = None, *, family: str | None = None
     ) -> ChatTemplate:
         """The chat template of a model package.
 
@@ -491,7 +231,7 @@ class ChatTemplate:
         special = special_tokens_from_config(pkg.tokenizer_config)
         type_family = family_for_model_type(pkg.model_type)
         if override is not None:
-            source = _read_override(override)
+            source = read_override(override)
             return cls(
                 source,
                 special_tokens=special,
@@ -527,7 +267,7 @@ class ChatTemplate:
             package_name=pkg.name,
         )
 
-    def _said_plain(self, pkg: ModelPackage) -> ChatTemplate:
+    def _said_plain(self, pkg: _TemplatePackage) -> ChatTemplate:
         """Set (and log once per package and template) what a ``plain`` format means for ``pkg``."""
         if self._family != "plain":
             return self
@@ -564,7 +304,7 @@ class ChatTemplate:
     @property
     def variables(self) -> frozenset[str]:
         """The variables the template reads from its context (``messages``, ``tools``, ...)."""
-        return _variables(self.source)
+        return template_variables(self.source)
 
     @property
     def supports_tools(self) -> bool:
@@ -751,36 +491,24 @@ class ChatTemplate:
         given = sum(len(json.dumps(x, default=str)) for x in (hf, schemas, documents, extra))
         return self._render(
             4 * given + (1 << 20),
-            messages=_alias_reasoning(_plain(hf)),
-            tools=_plain(schemas) or None,
-            documents=_plain(documents),
+            messages=_alias_reasoning(plain_data(hf)),
+            tools=plain_data(schemas) or None,
+            documents=plain_data(documents),
             add_generation_prompt=bool(add_generation_prompt),
-            **_plain(context),
+            **plain_data(context),
         )
 
     def _render(self, max_chars: int, **context: Any) -> str:
         """Render, bounded: at most ``max_chars`` characters and :data:`RENDER_SECONDS` seconds."""
-        _render_state.deadline = time.monotonic() + RENDER_SECONDS
         try:
-            parts: list[str] = []
-            size = 0
-            for part in self._template.generate(**context):
-                size += len(part)
-                if size > max_chars:
-                    raise _TemplateLimit(
-                        f"its output passed {max_chars:,} characters (four times what the messages, tools and "
-                        "variables hold, plus 1 MiB)"
-                    )
-                parts.append(part)
-                _check_time()
-            return "".join(parts)
-        except _TemplateLimit as exc:
+            return render_bounded(self._template, max_chars, **context)
+        except TemplateLimit as exc:
             raise ChatTemplateError(
                 f"{self._label} was stopped: {exc}. A chat template renders the conversation; one that "
                 "generates text on its own is refused: replace it with the model's official template "
                 "(chat_template=...)"
             ) from None
-        except _TemplateRaised as exc:
+        except TemplateRaised as exc:
             err = ChatTemplateError(
                 f"{self._label} raised an error: {exc.template_message!r}; {_hint(exc.template_message)}"
             )
@@ -799,8 +527,6 @@ class ChatTemplate:
                 "or a variable to pass as a keyword: render(..., name=value)); adjust the messages, "
                 "or override the template (chat_template=...)"
             ) from exc
-        finally:
-            _render_state.deadline = None
 
 
 class PackageTemplates:
@@ -810,7 +536,7 @@ class PackageTemplates:
         default: the package's own template (see :meth:`ChatTemplate.for_package`).
     """
 
-    def __init__(self, package: ModelPackage) -> None:
+    def __init__(self, package: _TemplatePackage) -> None:
         self.package = package
         self.default = ChatTemplate.for_package(package)
         self._overrides: dict[str, ChatTemplate] = {}
@@ -825,25 +551,3 @@ class PackageTemplates:
             if found is None:
                 found = self._overrides[override] = ChatTemplate.for_package(self.package, override=override)
             return found
-
-
-def _looks_like_file(text: str) -> bool:
-    if "{" in text or "\n" in text or len(text) > 4096:
-        return False
-    try:
-        return Path(text).is_file()
-    except (OSError, ValueError):  # e.g. a name too long for the file system
-        return False
-
-
-def _read_override(override: str | os.PathLike[str]) -> str:
-    if isinstance(override, os.PathLike) or _looks_like_file(override):
-        path = Path(override)
-        try:
-            return path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ChatTemplateError(
-                f"cannot read the chat template file {str(path)!r} ({exc}); pass a readable UTF-8 .jinja file "
-                "or the template source"
-            ) from exc
-    return override
