@@ -71,7 +71,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text before truncation (special tokens included)."""
-        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts))]
+        return [len(e.ids) for e in self.tokenizer.encode_batch(list(texts))]
 
     def embed(
         self,
@@ -121,7 +121,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             return EmbeddingResult(vectors=[], tokens=[], truncated=[], padding=0, shapes=[])
         prefix = self.instruction(kind) if instruction is None else instruction
         full = [prefix + t for t in items]
-        encodings = self._tokenizer.encode_batch(full)
+        encodings = self.tokenizer.encode_batch(full)
         limit = self.package.max_length
         over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
         if over and on_overflow == "error":
@@ -132,7 +132,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
                 f"smaller chunks (e.g. a chunk size of {limit - 32} tokens), or pass on_overflow='truncate'"
             )
         if over:
-            for i, enc in zip(over, self._truncating.encode_batch([full[i] for i in over]), strict=True):
+            for i, enc in zip(over, self.truncating_tokenizer.encode_batch([full[i] for i in over]), strict=True):
                 encodings[i] = enc
             log.warning(
                 "%d of %d text(s) are longer than %s's maximum of %d tokens and were truncated (first: text %d); "
@@ -150,7 +150,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         out: list[np.ndarray | None] = [None] * len(items)
         padding, shapes, done = 0, [], 0
         for batch in batches:
-            pooled = self._run_batch(batch, encodings)
+            pooled = self.run_batch(batch, encodings)
             for row, i in enumerate(batch.indices):
                 out[i] = pooled[row]
             padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
@@ -200,5 +200,6 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             )
         return items
 
-    def _session_pooling(self) -> Pooling | None:
+    def session_pooling(self) -> Pooling | None:
+        """The package's pooling: sessions return pooled vectors."""
         return self.package.pooling

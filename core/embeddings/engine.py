@@ -143,6 +143,11 @@ class EncoderEngine(Generic[P]):
         max_shapes: sessions (and workers) kept open at once; default None: one per bucket.
         idle_timeout: seconds after which an unused session is closed (default
             :data:`DEFAULT_IDLE_TIMEOUT`); None keeps sessions until :meth:`close`.
+
+    Attributes:
+        tokenizer: the folder's tokenizer, with neither padding nor truncation.
+        truncating_tokenizer: the same tokenizer, cutting inputs to the maximum length as
+            :attr:`truncation` says.
     """
 
     package_type: ClassVar[Any]
@@ -256,17 +261,17 @@ class EncoderEngine(Generic[P]):
         self._lock = threading.Lock()
         self._digest: str | None = None
         tokenizers = import_tokenizers()
-        self._tokenizer = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
-        self._tokenizer.no_padding()
-        self._tokenizer.no_truncation()
-        self._truncating = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
-        self._truncating.no_padding()
-        self._truncating.enable_truncation(pkg.max_length, strategy=self.truncation)
+        self.tokenizer = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.truncating_tokenizer = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
+        self.truncating_tokenizer.no_padding()
+        self.truncating_tokenizer.enable_truncation(pkg.max_length, strategy=self.truncation)
         padding = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file)).padding
         if padding and isinstance(padding.get("pad_id"), int):
             self._pad_id: int = padding["pad_id"]
         else:  # BERT's and XLM-RoBERTa's pad tokens; padded positions are masked, so any id is exact
-            ids = (self._tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>"))
+            ids = (self.tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>"))
             self._pad_id = next((i for i in ids if i is not None), 0)
 
     @classmethod
@@ -390,7 +395,7 @@ class EncoderEngine(Generic[P]):
             log.info("closing %s's session of shape %s %s", self.package.name, shape or "dynamic", why)
             backend.close()
 
-    def _run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
+    def run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
         """Run one planned batch of tokenizer encodings, padded to its shape; the session's output."""
         import numpy as np
 
@@ -410,7 +415,7 @@ class EncoderEngine(Generic[P]):
             out: np.ndarray = backend.run(ids, mask, types)
         return out
 
-    def _session_pooling(self) -> Pooling | None:
+    def session_pooling(self) -> Pooling | None:
         """How sessions pool their output (None: they return it as it is)."""
         return None
 
@@ -437,7 +442,7 @@ class EncoderEngine(Generic[P]):
             provider_options=options,
             inputs=pkg.inputs,
             output=pkg.output,
-            pooling=self._session_pooling(),
+            pooling=self.session_pooling(),
             intra_op_threads=self.intra_op_threads,
         )
 

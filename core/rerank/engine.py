@@ -105,7 +105,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
 
     def pair_template(self) -> str:
         """How the tokenizer joins a query and a passage (``[CLS] query [SEP] passage [SEP]``)."""
-        enc = self._tokenizer.encode("query", "passage")
+        enc = self.tokenizer.encode("query", "passage")
         parts: list[str] = []
         for token, seq in zip(enc.tokens, enc.sequence_ids, strict=True):
             part = token if seq is None else ("query", "passage")[seq]
@@ -152,8 +152,8 @@ class RerankEngine(EncoderEngine[RerankPackage]):
             return RerankResult(scores=[], logits=[], tokens=[], truncated=[], padding=0, shapes=[])
         pkg = self.package
         limit = pkg.max_length
-        room = limit - self._tokenizer.num_special_tokens_to_add(True)
-        query_tokens = len(self._tokenizer.encode(query, add_special_tokens=False).ids)
+        room = limit - self.tokenizer.num_special_tokens_to_add(True)
+        query_tokens = len(self.tokenizer.encode(query, add_special_tokens=False).ids)
         if query_tokens >= room:
             raise InvalidRequestError(
                 f"the query is {query_tokens} tokens; with a pair's special tokens it leaves no room for a passage "
@@ -161,7 +161,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 "are trained on questions of a few dozen tokens"
             )
         pairs = [(query, d) for d in items]
-        encodings = self._tokenizer.encode_batch(pairs)
+        encodings = self.tokenizer.encode_batch(pairs)
         over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
         if over and on_overflow == "error":
             i = over[0]
@@ -172,7 +172,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 "on_overflow='truncate' to score the start of each"
             )
         if over:
-            for i, enc in zip(over, self._truncating.encode_batch([pairs[i] for i in over]), strict=True):
+            for i, enc in zip(over, self.truncating_tokenizer.encode_batch([pairs[i] for i in over]), strict=True):
                 encodings[i] = enc
             log.warning(
                 "%d of %d document(s) do not fit %s's maximum of %d tokens beside the query and were cut to their "
@@ -191,7 +191,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
         logits = np.zeros(len(items), dtype=np.float32)
         padding, shapes, done = 0, [], 0
         for batch in batches:
-            out = self._run_batch(batch, encodings)
+            out = self.run_batch(batch, encodings)
             if out.ndim != 2 or out.shape[1] != 1:
                 raise UnsupportedModelError(
                     f"{pkg.onnx_file.name}'s {pkg.output} has shape {list(out.shape)} for a batch of {batch.rows} "
