@@ -198,7 +198,7 @@ def invalid_utf8_ids(tokenizer_json: Path) -> list[int]:
     """Ids of tokens whose bytes are not valid UTF-8 on their own."""
     from tokenizers import pre_tokenizers  # noqa: F401  (only to assert the extra is present)
 
-    from ryzenai_core.token_bytes import TokenBytes  # the engine's own reading of a tokenizer's bytes
+    from ryzenai_core.generation.token_bytes import TokenBytes  # the engine's own reading of a tokenizer's bytes
 
     table = TokenBytes.from_tokenizer_json(tokenizer_json)
     if table is None:
