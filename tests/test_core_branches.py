@@ -433,5 +433,5 @@ def test_text_count_cache_stays_bounded_and_correct():
     engine = Engine.get(TINY_LLAMA, execution="inline")
     for i in range(1030):
         engine.count_text(f"w{i}")
-    assert len(engine.backend.session._text_counts) <= 1024
+    assert len(engine.backend.session.tokens._counts) <= 1024
     assert engine.count_text("w3 w4") == len(engine.encode("w3 w4"))

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPLICAS, TINY_LLAMA
 from ryzenai_core import ChatMessage, Engine
-from ryzenai_core.generation.session import _device_guess
+from ryzenai_core.generation.loader import device_guess
 from ryzenai_core.options import validated_options
 
 
@@ -37,6 +37,6 @@ def test_a_ryzenai_package_run_on_the_cpu_says_so():
 
 
 def test_the_device_of_a_runtime_without_device_type():
-    assert _device_guess(None, "RyzenAI") == "RyzenAI"
-    assert _device_guess("cpu", "RyzenAI") == _device_guess(None, "cpu") == "CPU"
-    assert _device_guess("dml", "cpu") == "DML"
+    assert device_guess(None, "RyzenAI") == "RyzenAI"
+    assert device_guess("cpu", "RyzenAI") == device_guess(None, "cpu") == "CPU"
+    assert device_guess("dml", "cpu") == "DML"

@@ -141,7 +141,7 @@ def _streaming(engine: Engine) -> bool:
     if isinstance(backend, WorkerClient):
         return any(c.tokens for c in list(backend._streams.values()))
     if isinstance(backend, InlineBackend):
-        holder = backend.session._holder
+        holder = backend.session.scheduler.holder
         return holder is not None and holder.tokens > 0
     return False
 
@@ -158,7 +158,7 @@ def _idle(engine: Engine) -> None:
     if isinstance(backend, WorkerClient):
         assert not backend._handlers and not backend._streams and not backend._sent_to
     else:
-        assert backend.session._holder is None
+        assert backend.session.scheduler.holder is None
 
 
 # ---------------------------------------------------------------- async: timeout

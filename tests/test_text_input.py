@@ -109,17 +109,17 @@ def test_decoding_keeps_the_text_after_a_nul(folder: Path) -> None:
 
 def test_drop_oldest_on_thousands_of_messages_drops_the_fewest_turns() -> None:
     """Bisection over the oldest turns: a handful of renders, and exactly the fewest drops that fit."""
-    from ryzenai_core.generation.session import _after_drops, _drop_steps
+    from ryzenai_core.generation.prompt_builder import after_drops, drop_steps
 
     engine = Engine.get(QA_MODEL, execution="inline")
     msgs = [ChatMessage("system", "Answer briefly.")]
     msgs += [ChatMessage("user" if i % 2 == 0 else "assistant", f"message number {i}") for i in range(5001)]
     out = engine.generate(msgs, validated_options(max_new_tokens=4, overflow="drop_oldest"), timeout=60)
     limit = engine.budget.prompt_limit
-    steps = _drop_steps(msgs)
+    steps = drop_steps(msgs)
     k = next(i for i in range(len(steps) + 1) if sum(steps[:i]) == out.dropped_messages)
-    assert out.usage.prompt_tokens == engine.count_tokens(_after_drops(msgs, k)) <= limit
-    assert engine.count_tokens(_after_drops(msgs, k - 1)) > limit
+    assert out.usage.prompt_tokens == engine.count_tokens(after_drops(msgs, k)) <= limit
+    assert engine.count_tokens(after_drops(msgs, k - 1)) > limit
 
 
 def test_a_stop_string_that_can_never_match_is_refused() -> None:
@@ -164,14 +164,14 @@ def _conversations():
 def test_dropping_old_turns_never_orphans_a_tool_result() -> None:
     from hypothesis import given, settings
 
-    from ryzenai_core.generation.session import _after_drops, _drop_steps
+    from ryzenai_core.generation.prompt_builder import after_drops, drop_steps
 
     @settings(max_examples=300, deadline=None)
     @given(msgs=_conversations())
     def check(msgs: list[ChatMessage]) -> None:
-        steps = _drop_steps(msgs)
+        steps = drop_steps(msgs)
         for k in range(len(steps) + 1):
-            kept = _after_drops(msgs, k)
+            kept = after_drops(msgs, k)
             assert len(kept) == len(msgs) - sum(steps[:k])
             assert kept[0].role == "system" and kept[-1] is msgs[-1]
             assert _orphans(kept) == []
@@ -180,12 +180,12 @@ def test_dropping_old_turns_never_orphans_a_tool_result() -> None:
 
 
 def test_newest_tool_result_keeps_its_call_when_old_turns_are_dropped() -> None:
-    from ryzenai_core.generation.session import _after_drops, _drop_steps
+    from ryzenai_core.generation.prompt_builder import after_drops, drop_steps
 
     msgs = [ChatMessage("system", "Use the tools."), ChatMessage("user", "multiply")]
     msgs += _call_turn(3, 3)  # one call turn with three results, the last one the newest message
-    assert _drop_steps(msgs) == [1]  # only the user turn may go: the call stays with its results
-    assert _after_drops(msgs, 1) == [msgs[0], *msgs[2:]]
+    assert drop_steps(msgs) == [1]  # only the user turn may go: the call stays with its results
+    assert after_drops(msgs, 1) == [msgs[0], *msgs[2:]]
 
 
 @pytest.mark.parametrize("max_length", [420, 300])
