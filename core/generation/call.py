@@ -65,7 +65,6 @@ class CallControl:
         "phase",
         "preempted",
         "prompt_tokens",
-        "suspended_since",
         "timeout",
         "tokens",
     )
@@ -83,7 +82,6 @@ class CallControl:
         self.on_phase = on_phase
         self.phase = "queued"
         self.idle_since: float | None = None
-        self.suspended_since: float | None = None
         self.preempted = False
         self.lock = threading.Lock()
         self.tokens = 0

@@ -91,12 +91,6 @@ class Scheduler:
         self._holder = control
         return True
 
-    def owns(self, control: CallControl) -> bool:
-        """Whether ``control`` still holds the model (it may have been handed to a call that waited)."""
-        with control.lock:
-            control.suspended_since = None
-            return self._holder is control
-
     def release(self) -> None:
         """Pass the model on (its holder is done with it)."""
         self._holder = None
@@ -106,18 +100,9 @@ class Scheduler:
         holder = self._holder
         if holder is None:
             return
-        now = time.monotonic()
         with holder.lock:
-            if holder.preempted:
-                return
-            suspended = holder.suspended_since is not None and now - holder.suspended_since >= call.ABANDON_AFTER
-            idle = holder.idle_since is not None and now - holder.idle_since >= call.ABANDON_AFTER
-            if not (suspended or idle):
+            idle = holder.idle_since
+            if holder.preempted or idle is None or time.monotonic() - idle < call.ABANDON_AFTER:
                 return
             holder.preempted = True
-            holder.cancel.set()
-            if suspended:
-                # Its generator is paused at a yield and will not touch the model again (it
-                # checks the holder under the same lock when resumed): hand the model over.
-                self._holder = None
-                self._lock.release()
+        holder.cancel.set()  # it stops within a token and passes the model on

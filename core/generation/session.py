@@ -28,7 +28,7 @@ from ..package.folder import ModelPackage
 from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
-from .call import CallControl, abandoned_error, timeout_error
+from .call import CallControl, timeout_error
 from .kv_cache import KVCache, feed, kv_reuse_default
 from .loader import Loaded, SessionKey, load_model
 from .prompt_builder import Prepared, PromptBuilder
@@ -193,7 +193,6 @@ class Session:
         t_wait = time.perf_counter()
         if not self.scheduler.acquire(control):
             return
-        owner = True
         generator = None
         n = 0
         finish: str | None = CANCELLED
@@ -226,10 +225,7 @@ class Session:
                 pending.append(token)
                 content, reasoning = parse(decode(token))
                 if content or reasoning:
-                    control.suspended_since = time.monotonic()
                     yield Chunk(content, reasoning, token_ids=pending)
-                    if not (owner := self.scheduler.owns(control)):  # else it was handed to a call that waited
-                        raise abandoned_error(n)
                     pending = []
                 if finish := stop.after_text():
                     break
@@ -238,8 +234,7 @@ class Session:
             finish = CANCELLED
             raise
         except (GenerationError, GuidanceUnsupportedError, InvalidRequestError):
-            if owner:
-                self._kv.discard(generator)
+            self._kv.discard(generator)
             generator = None
             raise
         except Exception as exc:  # noqa: BLE001 - runtime errors from OGA
@@ -247,13 +242,12 @@ class Session:
             generator = None
             raise _generation_error(exc, guidance) from exc
         finally:
-            if owner and self.scheduler.owns(control):
-                if generator is not None:
-                    if reuse and finish != CANCELLED:
-                        self._kv.store(generator, prep.prompt_ids, n, signature, plan.window, prep.images)
-                    else:
-                        self._kv.discard(generator)
-                self.scheduler.release()
+            if generator is not None:
+                if reuse and finish != CANCELLED:
+                    self._kv.store(generator, prep.prompt_ids, n, signature, plan.window, prep.images)
+                else:
+                    self._kv.discard(generator)
+            self.scheduler.release()
         if finish == CANCELLED:
             return
         content, reasoning = parser.feed(decoder.flush())
