@@ -14,7 +14,7 @@ from conftest import LASTING_MODEL, LASTING_TOKENS, TINY_LLAMA
 from ryzenai_core import ChatMessage, ChatTemplateError, Engine, GenerationTimeoutError, StreamAbandonedError
 from ryzenai_core.engine import client as client_module
 from ryzenai_core.engine import inflight
-from ryzenai_core.generation import call as call_module
+from ryzenai_core.generation import scheduler as scheduler_module
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
@@ -35,8 +35,8 @@ def _quick_unread_grace(monkeypatch) -> None:
     The streams left unread give the longest answer of the fixtures (LASTING_MODEL), which lasts
     seconds: they are stopped long before they could end by themselves.
     """
-    monkeypatch.setattr(call_module, "ABANDON_AFTER", 0.2)
-    monkeypatch.setattr(call_module, "QUEUED_POLL", 0.05)
+    monkeypatch.setattr(scheduler_module, "ABANDON_AFTER", 0.2)
+    monkeypatch.setattr(scheduler_module, "QUEUED_POLL", 0.05)
     monkeypatch.setattr(inflight, "POLL", 0.05)
 
 

@@ -25,7 +25,7 @@ from ryzenai_core import (
 from ryzenai_core.engine.engine import Engine
 from ryzenai_core.engine.worker import _wire
 from ryzenai_core.errors import GenerationTimeoutError, WorkerDiedError
-from ryzenai_core.generation import call as call_module
+from ryzenai_core.generation import scheduler as scheduler_module
 from ryzenai_core.generation.streaming import Chunk, Timings, Usage
 from ryzenai_core.messages import ChatMessage, ToolCall
 from ryzenai_core.options import GenerationOptions, resolve_search, validated_options
@@ -450,7 +450,7 @@ def test_inline_streams_read_in_turn_in_one_thread_both_complete(monkeypatch):
     """Two streams zipped in one thread: each generation runs on its own thread, so the second
     gets the model when the first ends, and neither is stopped as abandoned after ABANDON_AFTER
     (raised here so that a stop would not go unnoticed)."""
-    monkeypatch.setattr(call_module, "ABANDON_AFTER", 30.0)
+    monkeypatch.setattr(scheduler_module, "ABANDON_AFTER", 30.0)
     e = Engine.get(TINY_LLAMA, execution="inline")
     o = opts(max_new_tokens=12, kv_reuse=False)
     other = [ChatMessage("user", "Name a prefill bucket.")]

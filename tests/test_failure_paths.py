@@ -139,7 +139,7 @@ def _streaming(engine: Engine) -> bool:
     """Whether a call on ``engine`` has delivered its first chunk to its caller."""
     backend = engine._backend
     if isinstance(backend, WorkerClient):
-        return any(c.tokens for c in list(backend._streams.values()))
+        return any(c.control.tokens for c in list(backend._streams.values()))
     if isinstance(backend, InlineBackend):
         holder = backend.session.scheduler.holder
         return holder is not None and holder.tokens > 0

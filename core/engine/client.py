@@ -13,13 +13,11 @@ import os
 import queue
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import GenerationError, GenerationTimeoutError, WorkerDiedError
-from ..generation import call as _call
-from ..generation.call import CallControl
+from ..generation.call import Phase
 from ..generation.session import SessionKey
 from ..generation.streaming import Chunk
 from ..ipc import PIPE_BUFFER, parse_frame, read_frame, read_frame_bytes, reap, write_frame
@@ -83,7 +81,7 @@ class WorkerClient(Backend):
         self._write_lock = threading.Lock()
         self._handlers: dict[int, Callable[[tuple[Any, ...]], None]] = {}
         self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
-        self._streams: dict[int, CallControl] = {}  # open streams, oldest first
+        self._streams: dict[int, PendingCall] = {}  # open streams, oldest first
         self._running: int | None = None  # the stream the worker is working on
         self._loaded_pid: int | None = None
         self._ids = itertools.count(1)
@@ -156,9 +154,9 @@ class WorkerClient(Backend):
             msg = ("chunk", msg[1], Chunk(text=msg[2], token_ids=msg[3]))
         elif kind == "phase":
             self._running = msg[1]
-            control = self._streams.get(msg[1])
-            if control is not None:
-                control.phase = msg[2]
+            stream = self._streams.get(msg[1])
+            if stream is not None:
+                stream.control.phase = Phase(msg[2])
             return
         elif kind in ("end", "error") and self._running == msg[1]:
             self._running = None
@@ -236,8 +234,8 @@ class WorkerClient(Backend):
 
             call.rid = self._register(handler)
         control, request = call.control, call.request
-        control.phase = "queued"
-        self._streams[call.rid] = control
+        control.phase = Phase.QUEUED
+        self._streams[call.rid] = call
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
         try:
             self._send(("stream", call.rid, messages, request.options, control.timeout))
@@ -254,15 +252,10 @@ class WorkerClient(Backend):
         # Loading the model in the new worker is no part of the call's time (as on a first call).
         # "queued" first: the caller then looks again every POLL seconds, so it sees the
         # deadline come back (it would otherwise block without one).
-        control.phase = "queued"
-        held, control.deadline = control.deadline, None
-        started = time.monotonic()
+        control.phase = Phase.QUEUED
         try:
-            try:
+            with control.cancel.paused():
                 self.ensure_loaded()
-            finally:
-                if held is not None:
-                    control.deadline = held + (time.monotonic() - started)
             if call.rid in self._handlers:  # its caller may have left during the load
                 self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
@@ -272,18 +265,10 @@ class WorkerClient(Backend):
         """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
         if call.control.phase != "queued":
             return
-        now = time.monotonic()
         for other_rid, other in list(self._streams.items()):
             if other_rid >= call.rid:
                 break
-            idle = other.idle_since
-            if (
-                not other.preempted
-                and other.phase != "queued"
-                and idle is not None
-                and now - idle >= _call.ABANDON_AFTER
-            ):
-                other.preempted = True
+            if other.control.phase != Phase.QUEUED and other.reader.preempt():
                 self._cancel(other_rid)
 
     def timed_out(self, call: PendingCall) -> GenerationTimeoutError:

@@ -17,7 +17,8 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any
 
 from ..errors import GenerationTimeoutError, WorkerDiedError
-from ..generation.call import CallControl, abandoned_error
+from ..generation.call import CallControl, CallSpec
+from ..generation.scheduler import ReadWatch, abandoned_error
 from ..generation.streaming import Chunk
 from ..request import Request
 
@@ -54,6 +55,7 @@ class PendingCall:
         "control",
         "done",
         "put",
+        "reader",
         "request",
         "requeued",
         "rid",
@@ -63,9 +65,9 @@ class PendingCall:
     def __init__(self, backend: Backend, request: Request) -> None:
         self.backend = backend
         self.request = request
-        self.control = CallControl(timeout=request.timeout)
-        self.control.budget_name = request.options.called("max_new_tokens")
-        self.control.deadline = None  # the clock starts once the model is loaded
+        # Its clock starts once the model is loaded (start_clock).
+        self.control = CallControl(CallSpec.of(request.options, request.timeout, request.max_retries))
+        self.reader = ReadWatch()  # whether the caller reads the stream (the scheduler's)
         self.put: Callable[[tuple[str, Any]], None] = lambda item: None
         self.rid = 0
         self.done = False
@@ -97,11 +99,11 @@ class PendingCall:
         kind, value = item
         if kind == "chunk":
             self.control.tokens += len(value.token_ids)
-            self.control.idle_since = time.monotonic()
+            self.reader.handed()
             return value  # type: ignore[no-any-return]
         self.done = True
         if kind == "end":
-            if self.control.preempted:
+            if self.reader.preempted:
                 raise abandoned_error(self.control.tokens)
             return None
         raise value
@@ -113,16 +115,17 @@ class PendingCall:
         if self.control.phase == "queued" and not self.requeued:
             self.requeued = True  # it never started: not its own failure
             return True
-        if self.attempts < self.request.max_retries:
+        retries = self.control.spec.max_retries
+        if self.attempts < retries:
             self.attempts += 1
-            logger.warning("%s; sending the call again (%d of %d)", exc, self.attempts, self.request.max_retries)
+            logger.warning("%s; sending the call again (%d of %d)", exc, self.attempts, retries)
             return True
         return False
 
 
 def next_item(q: queue.SimpleQueue[tuple[str, Any]], call: PendingCall) -> tuple[str, Any]:
     """The next item of a call's queue, waited for with the call's deadline (the sync wait)."""
-    call.control.idle_since = None
+    call.reader.reading()
     while True:
         try:
             return q.get(timeout=call.wait_slice())
@@ -132,7 +135,7 @@ def next_item(q: queue.SimpleQueue[tuple[str, Any]], call: PendingCall) -> tuple
 
 async def anext_item(aq: asyncio.Queue[tuple[str, Any]], call: PendingCall) -> tuple[str, Any]:
     """Async twin of :func:`next_item`."""
-    call.control.idle_since = None
+    call.reader.reading()
     while True:
         if not aq.empty():
             return aq.get_nowait()

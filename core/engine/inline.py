@@ -44,7 +44,7 @@ class InlineBackend(Backend):
 
         def produce() -> None:
             try:
-                for chunk in self.session.stream(request.messages, request.options, call.control):
+                for chunk in self.session.stream(request.messages, request.options, call.control, call.reader):
                     put(("chunk", chunk))
                 put(("end", None))
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the caller

@@ -32,7 +32,7 @@ import signal
 import threading
 from typing import Any
 
-from ..generation.call import CallControl
+from ..generation.call import CallControl, CallSpec, Cancellation
 from ..generation.streaming import Chunk
 from ..ipc import portable_exception as _portable
 from ..ipc import read_frame, write_frame
@@ -63,7 +63,7 @@ _CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", 
 
 
 def _send_phase(send: Any, rid: int, phase: str) -> None:
-    send(("phase", rid, phase))
+    send(("phase", rid, str(phase)))  # the wire carries the plain value
 
 
 def main() -> None:
@@ -91,7 +91,7 @@ def main() -> None:
 
     generations: queue.SimpleQueue[Any] = queue.SimpleQueue()  # C queues: a hand-over without Python locks
     calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    cancels: dict[int, threading.Event] = {}
+    cancels: dict[int, Cancellation] = {}
     controls: dict[int, CallControl] = {}
 
     def run_generations() -> None:
@@ -139,10 +139,10 @@ def main() -> None:
         kind = msg[0]
         if kind == "stream":
             rid = msg[1]
-            cancel = cancels.setdefault(rid, threading.Event())
-            controls[rid] = CallControl(
-                cancel, msg[4] if len(msg) > 4 else None, functools.partial(_send_phase, send, rid)
-            )
+            cancel = cancels.setdefault(rid, Cancellation())
+            spec = CallSpec.of(msg[3], msg[4] if len(msg) > 4 else None)
+            control = controls[rid] = CallControl(spec, cancel, functools.partial(_send_phase, send, rid))
+            control.start_clock()
             generations.put(msg)
         elif kind == "call":
             calls.put(msg)

@@ -1,25 +1,44 @@
-"""What one call shares with the code that runs it: its timeout, cancellation and phase.
+"""One call's state, each part with one owner.
 
-:class:`CallControl` is created by the engine for each call and read by the token loop;
-:func:`timeout_error` and :func:`abandoned_error` word the errors of a call that ran out of
-time or whose stream was left unread.
+* :class:`CallSpec` — what the request asked for (timeout, the output budget's name for
+  messages, retries): frozen, made once by whoever receives the request;
+* :class:`Cancellation` — how the call is stopped: its event (anyone may set it) and its
+  deadline (started by the caller once the model is loaded, paused while a new worker loads);
+* :class:`Phase` — where the call is; the code running it moves it on (:meth:`CallControl.enter`);
+* :class:`CallControl` — the three together, with the call's progress for messages.
+
+Whether a stream's caller reads it is the scheduler's (:class:`~ryzenai_core.generation.scheduler.ReadWatch`).
+:func:`timeout_error` words the error of a call that ran out of time.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
+import enum
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from ..errors import GenerationTimeoutError, StreamAbandonedError
+from ..errors import GenerationTimeoutError
+from ..options import GenerationOptions
 
-#: Seconds a stream may go unread while another call waits for the model before it is stopped.
-ABANDON_AFTER = float(os.environ.get("RYZENAI_LLM_ABANDON_AFTER", "2.0"))
-#: Seconds between looks at an unread stream holding the model while a call waits for it.
-QUEUED_POLL = 0.25
+__all__ = ["CallControl", "CallSpec", "Cancellation", "Phase", "timeout_error"]
 
-_PHASES = {
+
+class Phase(str, enum.Enum):
+    """Where a call is; str-valued, so messages and ``on_phase`` callbacks see ``"queued"``, ..."""
+
+    QUEUED = "queued"
+    PREPARING = "preparing"
+    PREFILL = "prefill"
+    GENERATING = "generating"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_WHERE = {
     "queued": "while it waited behind other calls on this model",
     "preparing": "while the chat template and tokenizer prepared the prompt",
     "prefill": "during the prefill of the {prompt_tokens}-token prompt",
@@ -36,84 +55,129 @@ def timeout_error(
     budget_name: str = "max_new_tokens",
 ) -> GenerationTimeoutError:
     """The error of a call that ran out of ``timeout`` in ``phase``."""
-    where = _PHASES.get(phase, "while " + phase).format(tokens=tokens, prompt_tokens=prompt_tokens)
+    where = _WHERE.get(str(phase), f"while {phase}").format(tokens=tokens, prompt_tokens=prompt_tokens)
     return GenerationTimeoutError(
         f"the call ran out of its timeout={timeout} s {where} and was cancelled. The timeout counts "
         "waiting for the model, preparing the prompt, prefill and generation (not the one-time model load); "
         f"raise timeout, shorten the prompt or lower {budget_name}",
-        phase=phase,
+        phase=str(phase),
     )
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """What a request asked of its call; never changes."""
+
+    timeout: float | None = None
+    """Seconds the call may take, from when its clock starts (:meth:`Cancellation.start`)."""
+    budget_name: str = "max_new_tokens"
+    """What the caller calls the output budget (``max_tokens``, ...), for error messages."""
+    max_retries: int = 0
+    """New attempts for a call whose worker died before any output."""
+
+    @classmethod
+    def of(cls, options: GenerationOptions, timeout: float | None = None, max_retries: int = 0) -> CallSpec:
+        """The spec of a call with ``options``."""
+        return cls(timeout, options.called("max_new_tokens"), max_retries)
+
+
+class Cancellation:
+    """How a call is stopped: an event and a deadline.
+
+    ``set``/``is_set`` are an event's (so a :class:`threading.Event` and this are used alike);
+    the deadline is on ``time.monotonic()``'s clock, None for no timeout or before it starts.
+    """
+
+    __slots__ = ("_event", "deadline")
+
+    def __init__(self, event: threading.Event | None = None) -> None:
+        self._event = event or threading.Event()
+        self.deadline: float | None = None
+
+    def set(self) -> None:
+        """Cancel: the call stops within one token (or before it starts)."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """Whether the call was cancelled."""
+        return self._event.is_set()
+
+    def start(self, timeout: float | None) -> None:
+        """Start the clock: the deadline is ``timeout`` seconds from now."""
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """The clock stands still in the block (a new worker loading the model for a resent call)."""
+        held, self.deadline = self.deadline, None
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            if held is not None:
+                self.deadline = held + (time.monotonic() - started)
+
+    def expired(self) -> bool:
+        """Whether the deadline passed."""
+        deadline = self.deadline
+        return deadline is not None and time.monotonic() > deadline
 
 
 class CallControl:
-    """What one generation shares with its caller.
+    """What one generation shares with its caller (see the module docstring).
 
-    ``cancel`` stops it within one token; ``timeout`` (seconds from the control's creation)
-    bounds it; ``phase`` says where it is (``queued``, ``preparing``, ``prefill``,
-    ``generating``) and ``on_phase`` is told of each change; a caller that stops reading a
-    pushed stream sets ``idle_since`` so that a call waiting for the model can stop it
-    (``preempted``) after :data:`ABANDON_AFTER` seconds.
+    ``spec`` is the request's; ``cancel`` stops the call and holds its deadline; ``phase`` is
+    moved on by the code running the call, and ``on_phase`` is told of each change. ``tokens``
+    (those delivered to the caller, counted by the caller) and ``prompt_tokens`` (set by the
+    session once the prompt is prepared) word the timeout's message.
     """
 
-    __slots__ = (
-        "budget_name",
-        "cancel",
-        "deadline",
-        "idle_since",
-        "lock",
-        "on_phase",
-        "phase",
-        "preempted",
-        "prompt_tokens",
-        "timeout",
-        "tokens",
-    )
+    __slots__ = ("cancel", "on_phase", "phase", "prompt_tokens", "spec", "tokens")
 
     def __init__(
         self,
-        cancel: threading.Event | None = None,
-        timeout: float | None = None,
+        spec: CallSpec | None = None,
+        cancel: Cancellation | None = None,
         on_phase: Callable[[str], None] | None = None,
     ) -> None:
-        self.cancel = cancel or threading.Event()
-        self.timeout = timeout
-        self.deadline: float | None = None
-        self.start_clock()
+        self.spec = spec or CallSpec()
+        self.cancel = cancel or Cancellation()
         self.on_phase = on_phase
-        self.phase = "queued"
-        self.idle_since: float | None = None
-        self.preempted = False
-        self.lock = threading.Lock()
+        self.phase = Phase.QUEUED
         self.tokens = 0
         self.prompt_tokens = 0
-        self.budget_name = "max_new_tokens"  # what the caller calls the output budget (error messages)
+
+    @property
+    def timeout(self) -> float | None:
+        """The request's timeout."""
+        return self.spec.timeout
+
+    @property
+    def deadline(self) -> float | None:
+        """When the call runs out of time (None: no timeout, or its clock has not started)."""
+        return self.cancel.deadline
 
     def start_clock(self) -> None:
-        """Start (or restart) the timeout from now."""
-        self.deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        """Start the timeout from now."""
+        self.cancel.start(self.spec.timeout)
 
-    def enter(self, phase: str) -> None:
+    def enter(self, phase: Phase) -> None:
         """Move to ``phase``."""
         self.phase = phase
         if self.on_phase is not None:
             self.on_phase(phase)
 
-    def check_deadline(self) -> None:
-        """Raise :class:`GenerationTimeoutError` if the timeout ran out."""
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise self.timeout_error()
+    def check_deadline(self, tokens: int | None = None) -> None:
+        """Raise :meth:`timeout_error` if the timeout ran out (``tokens``: generated so far)."""
+        if self.cancel.expired():
+            raise self.timeout_error(tokens)
 
-    def timeout_error(self) -> GenerationTimeoutError:
-        """The timeout error for the current phase."""
+    def timeout_error(self, tokens: int | None = None) -> GenerationTimeoutError:
+        """The timeout error for the current phase, after ``tokens`` (default: those delivered)."""
         return timeout_error(
-            self.timeout, self.phase, tokens=self.tokens, prompt_tokens=self.prompt_tokens, budget_name=self.budget_name
+            self.spec.timeout,
+            self.phase,
+            tokens=self.tokens if tokens is None else tokens,
+            prompt_tokens=self.prompt_tokens,
+            budget_name=self.spec.budget_name,
         )
-
-
-def abandoned_error(tokens: int) -> StreamAbandonedError:
-    """The error that ends a stream stopped because nobody read it while another call waited."""
-    return StreamAbandonedError(
-        f"this stream was stopped after {tokens} tokens: it was not read for {ABANDON_AFTER:g} s while another "
-        "call waited for the model (one generation runs at a time). The chunks before it were delivered. Read "
-        "streams to the end, or close them (`with contextlib.closing(llm.stream(...)) as chunks:`)"
-    )

@@ -28,11 +28,11 @@ from ..package.folder import ModelPackage
 from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
-from .call import CallControl, timeout_error
+from .call import CallControl, CallSpec, Phase, timeout_error
 from .kv_cache import KVCache, feed, kv_reuse_default
 from .loader import Loaded, SessionKey, load_model
 from .prompt_builder import Prepared, PromptBuilder
-from .scheduler import FifoLock, Scheduler
+from .scheduler import FifoLock, ReadWatch, Scheduler
 from .stop import CANCELLED, LENGTH, StopChecker
 from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
 from .tokens import Tokens
@@ -155,25 +155,32 @@ class Session:
         messages: Sequence[ChatMessage] | RawPrompt,
         options: GenerationOptions,
         control: CallControl | None = None,
+        reader: ReadWatch | None = None,
     ) -> Generator[Chunk, None, None]:
         """Stream the answer to ``messages`` (or a raw prompt). Closing the iterator stops generation.
 
-        ``control`` carries cancellation, the timeout and the phase (see :class:`CallControl`).
+        ``control`` carries cancellation, the timeout and the phase (see :class:`CallControl`);
+        ``reader`` says whether the caller reads the stream (a call waiting for the model stops
+        one left unread, see :class:`~.scheduler.ReadWatch`).
         """
         t_call = time.perf_counter()
-        control = control or CallControl()
+        control = control or CallControl(CallSpec.of(options))
         self.refuse(options)
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
-        control.budget_name = options.called("max_new_tokens")
-        control.enter("preparing")
+        control.enter(Phase.PREPARING)
         options = self.resolve(options)
         prepared = self.prepare(messages, options, control.check_deadline)
         control.prompt_tokens = len(prepared.prompt_ids)
-        return self._stream(prepared, options, control, t_call)
+        return self._stream(prepared, options, control, reader, t_call)
 
     def _stream(
-        self, prep: Prepared, options: GenerationOptions, control: CallControl, t_call: float
+        self,
+        prep: Prepared,
+        options: GenerationOptions,
+        control: CallControl,
+        reader: ReadWatch | None,
+        t_call: float,
     ) -> Generator[Chunk, None, None]:
         og = import_oga()
         search = resolve_search(options, dict(self.package.search))
@@ -191,7 +198,7 @@ class Session:
         signature = json.dumps(search, sort_keys=True)
 
         t_wait = time.perf_counter()
-        if not self.scheduler.acquire(control):
+        if not self.scheduler.acquire(control, reader):
             return
         generator = None
         n = 0
@@ -203,12 +210,12 @@ class Session:
         try:
             if control.cancel.is_set():
                 return
-            control.enter("prefill")
+            control.enter(Phase.PREFILL)
             t_prefill = time.perf_counter()
             generator, timings.reused_prompt_tokens = self._generator(og, prep, search, signature, guidance, reuse)
             timings.prefill = time.perf_counter() - t_prefill
             control.check_deadline()
-            control.enter("generating")
+            control.enter(Phase.GENERATING)
             stop = StopChecker(control, generator, self._require().end_ids, plan, parser, guidance)
             # The per-token loop: the runtime's step is the only expensive call in it.
             step, next_tokens = generator.generate_next_token, generator.get_next_tokens

@@ -70,8 +70,7 @@ class StopChecker:
         if self._is_cancelled():
             return CANCELLED
         if self._deadline is not None and time.monotonic() > self._deadline:
-            self._control.tokens = n
-            raise self._control.timeout_error()
+            raise self._control.timeout_error(n)
         if self._is_done():
             return STOP
         return None
