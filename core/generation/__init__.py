@@ -1,8 +1,11 @@
 """One generation on a loaded model, in this process.
 
-``session`` owns a loaded onnxruntime-genai model and runs the token loop; ``kv_cache`` keeps
-the previous prompt's cache for reuse where the model allows it; ``streaming`` turns tokens into
-:class:`Chunk` objects (incremental decoding, stop strings held back, reasoning and tool calls
-split out); ``token_bytes`` the byte tables that decoding relies on. The engine wing runs a
-session here or in a worker process.
+``session`` composes the parts and runs the token loop: ``loader`` loads the model (runtime
+configuration, providers, load errors), ``tokens`` encodes and decodes (NULs, byte tables from
+``token_bytes``), ``prompt_builder`` turns messages into a :class:`Prepared` prompt (render, ids,
+images, dropping old turns), ``scheduler`` runs one generation at a time and stops an unread
+stream's hold, ``kv_cache`` keeps the previous prompt's cache for reuse where the model allows it,
+``stop`` decides why the loop ends, ``streaming`` turns tokens into :class:`Chunk` objects, and
+``call`` is one call's spec, cancellation and phase. This wing imports the core's shared modules
+and the package and prompt wings; the engine wing runs a session here or in a worker process.
 """
