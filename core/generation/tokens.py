@@ -19,7 +19,7 @@ from .loader import Loaded
 from .streaming import IncrementalDecoder
 from .token_bytes import byte_zero_token
 
-__all__ = ["Tokens", "int_list"]
+__all__ = ["Tokens"]
 
 
 class Tokens:
@@ -49,7 +49,7 @@ class Tokens:
         check_prompt_text(text)
         tokenizer = self._loaded().tokenizer
         if "\x00" not in text:
-            return int_list(tokenizer.encode(text))
+            return _int_list(tokenizer.encode(text))
         nul = self.nul_token[0]
         if nul is None:
             raise InvalidRequestError(
@@ -61,7 +61,7 @@ class Tokens:
             if i:
                 ids.append(nul)
             if part:
-                ids.extend(int_list(tokenizer.encode(part)))
+                ids.extend(_int_list(tokenizer.encode(part)))
         return ids
 
     def count_text(self, text: str) -> int:
@@ -104,6 +104,6 @@ class Tokens:
         return IncrementalDecoder(self.decode, token_bytes=table.table if table is not None else None)
 
 
-def int_list(ids: Any) -> list[int]:
+def _int_list(ids: Any) -> list[int]:
     """Python ints of the runtime's token ids (a numpy array: one conversion, not one per id)."""
     return list(ids.tolist()) if hasattr(ids, "tolist") else [int(i) for i in ids]
