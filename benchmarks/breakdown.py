@@ -139,14 +139,14 @@ def loop_pieces(engine: Engine, tokens: list[int]) -> dict[str, float]:
     except ImportError:
         pass
     try:
-        from llamaindex_ryzenai._convert import _Fold
+        from llamaindex_ryzenai._convert import ResponseFold
 
         def fold() -> None:
-            f = _Fold("m")
+            f = ResponseFold("m")
             for c in core_chunks:
                 f.add(c)
 
-        out["LlamaIndex response (_Fold.add)"] = per_item(fold, n)
+        out["LlamaIndex response (ResponseFold.add)"] = per_item(fold, n)
     except ImportError:
         pass
     return out

@@ -12,7 +12,6 @@ tokens and their prefill bucket, tokens used of the window, decode speed.
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import shlex
 import sys
@@ -22,6 +21,7 @@ from urllib.parse import unquote, urlparse
 
 from ryzenai_core.engine.engine import Completion, Engine
 from ryzenai_core.errors import RyzenAIError
+from ryzenai_core.faces import did_you_mean
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
 
@@ -168,8 +168,8 @@ class ChatSession:
                 "image to the next message · /exit  leave · Ctrl-C  stop an answer · //text  send a message "
                 "that starts with /"
             )
-        close = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else "."
+        close = did_you_mean(word, COMMANDS)
+        hint = f"; did you mean {close}?" if close else "."
         return (
             f"[unknown command {word}{hint} Commands: {', '.join(COMMANDS)}. Not sent to the model: to send a "
             "message that starts with /, begin it with //]"

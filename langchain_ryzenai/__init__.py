@@ -1,6 +1,6 @@
 """LangChain face of ryzenai-llm: :class:`ChatRyzenAI`, :class:`RyzenAIEmbeddings` and :class:`RyzenAIRerank`."""
 
-from ryzenai_core._compat import require_framework
+from ryzenai_core.faces import require_framework
 
 require_framework("langchain_core", "langchain", "langchain_ryzenai")
 

@@ -7,7 +7,6 @@ other runtimes' options that ChatRyzenAI does not have are refused with what to 
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import AliasChoices
 
 from ryzenai_core import InvalidRequestError
+from ryzenai_core.faces import did_you_mean
 
 #: What the core's options are called in this face, for error messages.
 OPTION_NAMES = {"max_new_tokens": "max_tokens", "template_vars": "model_kwargs"}
@@ -86,7 +86,7 @@ _UNSUPPORTED_OPTIONS = {
     "logit_bias": "constrain the output with response_format or with_structured_output",
 }
 #: Options a call takes by keyword or inside ``model_kwargs``, each with every keyword that names it.
-_CALL_OPTIONS: dict[str, tuple[str, ...]] = {
+CALL_OPTIONS: dict[str, tuple[str, ...]] = {
     **{name: (name,) for name in CALL_KWARGS - {"model_kwargs", "reasoning", "model_name"}},
     "enable_thinking": ("enable_thinking", "reasoning"),
     "model": ("model", "model_name"),
@@ -94,18 +94,12 @@ _CALL_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _model_name(model: Any) -> str:
+def named_model(model: Any) -> str:
     """The model as the caller named it: a path as given, a repository id, an embedded model's name."""
     return os.fspath(model) if isinstance(model, os.PathLike) else str(model)
 
 
-def _close_match(name: str, names: Iterable[str]) -> str | None:
-    """The name among ``names`` that ``name`` is most likely a misspelling of, if any."""
-    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
-    return match[0] if match else None
-
-
-def _generation_option(key: str, value: Any) -> str:
+def generation_option(key: str, value: Any) -> str:
     """The per-call option a ``model_kwargs`` key names (after ``_OPTION_ALIASES``), or ``""``.
 
     Raises:
@@ -117,10 +111,10 @@ def _generation_option(key: str, value: Any) -> str:
             f"{_UNSUPPORTED_OPTIONS[key]}"
         )
     name = _OPTION_ALIASES.get(key, key)
-    return name if name in _CALL_OPTIONS else ""
+    return name if name in CALL_OPTIONS else ""
 
 
-def _given_twice(name: str, first: str, first_value: Any, key: str, value: Any) -> InvalidRequestError:
+def given_twice(name: str, first: str, first_value: Any, key: str, value: Any) -> InvalidRequestError:
     return InvalidRequestError(
         f"{name} is given twice: {first}={first_value!r} and model_kwargs[{key!r}]={value!r}; give it once "
         f"(model_kwargs carries generation options as well as chat-template variables)"
@@ -143,7 +137,7 @@ def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[s
     return out
 
 
-def _refuse_unknown(
+def refuse_unknown(
     cls: type[pydantic.BaseModel], kwargs: Mapping[str, Any], base: type[pydantic.BaseModel], note: str = "."
 ) -> None:
     """Refuse constructor arguments that name no field of ``cls``, with the closest known name.
@@ -164,21 +158,21 @@ def _refuse_unknown(
         own = sorted(set(cls.model_fields) - set(base.model_fields) - {"api_key", "base_url"})
         problems = []
         for key in unknown:
-            match = _close_match(key, accepted)
+            match = did_you_mean(key, accepted)
             problems.append(
                 f"{cls.__name__} got an unknown parameter {key!r}" + (f"; did you mean {match!r}?" if match else ".")
             )
         raise InvalidRequestError(" ".join(problems) + f" {cls.__name__} takes {', '.join(own)}{note}")
 
 
-def _init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, Any]:
+def init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Constructor arguments, checked, with the generation options of ``model_kwargs`` moved to their fields.
 
     Raises:
         InvalidRequestError: an unknown parameter; an option given both directly and in
             ``model_kwargs`` with different values; an option ChatRyzenAI does not have.
     """
-    _refuse_unknown(
+    refuse_unknown(
         cls,
         kwargs,
         BaseChatModel,
@@ -195,26 +189,26 @@ def _init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, 
     kept: dict[str, Any] = {}
     lifted: dict[str, tuple[str, Any]] = {}
     for key, value in extra.items():
-        _generation_option(key, value)  # refuses what ChatRyzenAI does not have
+        generation_option(key, value)  # refuses what ChatRyzenAI does not have
         field = field_of.get(_OPTION_ALIASES.get(key) or key)
         if field is None:
             kept[key] = value  # a chat-template variable, or a call option such as tools (taken per call)
             continue
-        value = _normalised(field, value)
+        value = normalised(field, value)
         if field in lifted and lifted[field][1] != value:
             first_key, first_value = lifted[field]
-            raise _given_twice(field, f"model_kwargs[{first_key!r}]", first_value, key, value)
+            raise given_twice(field, f"model_kwargs[{first_key!r}]", first_value, key, value)
         lifted[field] = (key, value)
         for name in own_names[field]:
-            given = _normalised(field, kwargs.get(name))
+            given = normalised(field, kwargs.get(name))
             if given is not None and given != value:
-                raise _given_twice(field, name, kwargs[name], key, value)
+                raise given_twice(field, name, kwargs[name], key, value)
             out.pop(name, None)
         out[field] = value
     out["model_kwargs"] = kept
     return out
 
 
-def _normalised(name: str, value: Any) -> Any:
+def normalised(name: str, value: Any) -> Any:
     """``stop`` as a list (one string may be given); other values as they are."""
     return [value] if name == "stop" and isinstance(value, str) else value

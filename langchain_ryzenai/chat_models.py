@@ -40,20 +40,20 @@ from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 from typing_extensions import Self
 
 from ryzenai_core import Engine, InvalidRequestError, Request
-from ryzenai_core.options import ModelName, Provider, validated_options
+from ryzenai_core.faces import LLMSettings, did_you_mean
+from ryzenai_core.options import ModelName, validated_options
 from ryzenai_core.package.capabilities import read_capabilities
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
 from ._options import (
-    _CALL_OPTIONS,
     CALL_KWARGS,
+    CALL_OPTIONS,
     OPTION_NAMES,
-    _close_match,
-    _generation_option,
-    _given_twice,
-    _init_kwargs,
-    _model_name,
-    _normalised,
+    generation_option,
+    given_twice,
+    init_kwargs,
+    named_model,
+    normalised,
 )
 from ._parsers import StrictJsonOutputParser
 from ._profile import model_profile
@@ -72,7 +72,7 @@ _PROFILE_WITHOUT_HOOK = "profile" in BaseChatModel.model_fields and not hasattr(
 
 
 # ---------------------------------------------------------------------- the chat model
-class ChatRyzenAI(BaseChatModel):
+class ChatRyzenAI(BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Chat model on an AMD Ryzen AI model package (ONNX Runtime GenAI), for LangChain.
 
     Runs the package's own chat template and tokenizer, knows its context budget (prompt
@@ -187,41 +187,26 @@ class ChatRyzenAI(BaseChatModel):
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", arbitrary_types_allowed=True)
 
+    # The settings both faces share (runtime, sampling, limits, retries) are LLMSettings'; the
+    # ones below are LangChain's names (model_name, max_tokens, reasoning) and this face's own.
     model: ModelName = Field(
         alias="model_name",
         min_length=1,
         description="model package folder, Hugging Face repository id or embedded model name",
     )
-    temperature: float | None = Field(None, ge=0.0, description="0 = greedy; None = the package's default")
     max_tokens: int | None = Field(None, ge=1, description="new tokens at most; None = the package's default")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="nucleus sampling mass")
-    top_k: int | None = Field(None, ge=0, description="sample among the k most likely tokens")
-    repetition_penalty: float | None = Field(None, gt=0.0, description="1.0 = none")
-    seed: int | None = Field(None, ge=0, description="random seed for sampling")
     stop: list[str] | None = Field(None, description="strings that end the answer (one string or a list)")
-    timeout: float | None = Field(None, gt=0.0, description="seconds a call may take; it is cancelled after")
-    max_retries: int = Field(1, ge=0, description="new attempts after the model worker died before any output")
-    provider: Provider = Field(None, description="None (the package's own), 'cpu', 'cuda' or 'dml'")
-    num_threads: int | None = Field(None, ge=1, description="CPU threads of the runtime")
-    release: str | None = Field(None, description="Ryzen AI release to plan the budget for (default: detected)")
-    execution: Literal["process", "inline"] | None = Field(None, description="run the model in a worker process")
-    session_options: dict[str, Any] = Field(
-        default_factory=dict, description="ONNX Runtime session options overlaid on the package's"
-    )
     enable_thinking: bool | None = Field(
         None,
         validation_alias=AliasChoices("enable_thinking", "reasoning"),
         description="Qwen3-style reasoning on/off; None = the template's default",
     )
-    kv_reuse: bool | None = Field(None, description="reuse the KV cache of a shared prompt prefix")
-    overflow: Literal["error", "drop_oldest"] = Field("error", description="what to do with a prompt over the limit")
     model_kwargs: dict[str, Any] = Field(
         default_factory=dict,
         description="generation options by name (max_tokens, temperature, stop, ...; also max_new_tokens, "
         "random_seed, stop_sequences), which are honoured as if given directly, and extra chat-template variables; "
         "options ChatRyzenAI does not have (max_length, num_beams, presence_penalty, ...) are refused",
     )
-    chat_template: str | None = Field(None, description="Jinja chat template (source or file) to use instead")
     streaming: bool = Field(False, description="stream to callbacks also in invoke()")
     api_key: SecretStr | None = Field(
         None, exclude=True, repr=False, description="accepted for LangChain compatibility and unused: no key needed"
@@ -238,7 +223,7 @@ class ChatRyzenAI(BaseChatModel):
                 option given both directly and in ``model_kwargs``, or one ChatRyzenAI does not have.
             pydantic.ValidationError: a value out of range.
         """
-        super().__init__(**_init_kwargs(type(self), kwargs))
+        super().__init__(**init_kwargs(type(self), kwargs))
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -326,20 +311,14 @@ class ChatRyzenAI(BaseChatModel):
         return params
 
     # ------------------------------------------------------------------ engine and options
-    def _engine(self, model: str | None = None) -> Engine:
-        """The shared engine of ``model`` (default: this model's); the model loads on first use."""
-        return Engine.get(
-            model or self.model,
-            provider=self.provider,
-            num_threads=self.num_threads,
-            release=self.release,
-            execution=self.execution,
-            session_options=self.session_options or None,
-        )
+    @property
+    def engine(self) -> Engine:
+        """The shared :class:`~ryzenai_core.engine.engine.Engine` of this model (the model loads on first use)."""
+        return self.open_engine()
 
     def _requested(self, kwargs: Mapping[str, Any]) -> str:
         """The model of a call as the caller named it (per-call ``model``/``model_name``, else the field)."""
-        return _model_name(kwargs.get("model") or kwargs.get("model_name") or self.model)
+        return named_model(kwargs.get("model") or kwargs.get("model_name") or self.model)
 
     def _call_kwargs(
         self, stop: list[str] | None, kwargs: Mapping[str, Any]
@@ -357,7 +336,7 @@ class ChatRyzenAI(BaseChatModel):
         """
         unknown = sorted(set(kwargs) - CALL_KWARGS)
         if unknown:
-            hints = [(k, _close_match(k, CALL_KWARGS)) for k in unknown]
+            hints = [(k, did_you_mean(k, CALL_KWARGS)) for k in unknown]
             named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
             raise InvalidRequestError(
                 f"ChatRyzenAI does not take the keyword argument(s) {named}; "
@@ -377,7 +356,7 @@ class ChatRyzenAI(BaseChatModel):
         fixed = set(type(self).model_fields) - set(BaseChatModel.model_fields) - {"model_kwargs"}
         for per_call, extra in ((False, self.model_kwargs), (True, call_extra)):
             for key, value in extra.items():
-                name = _generation_option(key, value)
+                name = generation_option(key, value)
                 if not name:
                     if key in fixed:
                         raise InvalidRequestError(
@@ -386,12 +365,12 @@ class ChatRyzenAI(BaseChatModel):
                         )
                     template[key] = value
                     continue
-                value = _normalised(name, value)
-                keywords = _CALL_OPTIONS[name]
+                value = normalised(name, value)
+                keywords = CALL_OPTIONS[name]
                 given = [(k, explicit_stop if k == "stop" else kwargs.get(k)) for k in keywords]
-                given = [(k, _normalised(name, v)) for k, v in given if v is not None]
+                given = [(k, normalised(name, v)) for k, v in given if v is not None]
                 if per_call and given and given[0][1] != value:
-                    raise _given_twice(name, given[0][0], given[0][1], key, value)
+                    raise given_twice(name, given[0][0], given[0][1], key, value)
                 if not given:
                     if name == "stop":
                         stop = value
@@ -443,8 +422,8 @@ class ChatRyzenAI(BaseChatModel):
         model_name = self._requested(kwargs)
         options = validated_options(**self._options(stop, kwargs))
         timeout = kwargs.get("timeout", self.timeout)
-        request = Request(to_core_messages(messages), options, timeout, self.max_retries)
-        return self._engine(model_name), request, model_name
+        request = self.core_request(to_core_messages(messages), options, timeout)
+        return self.open_engine(model_name), request, model_name
 
     # ------------------------------------------------------------------ the one stream
     def _stream(
@@ -503,7 +482,7 @@ class ChatRyzenAI(BaseChatModel):
         """
         if self.custom_get_token_ids is not None:
             return list(self.custom_get_token_ids(text))
-        return [int(i) for i in self._engine().encode(text)]
+        return [int(i) for i in self.engine.encode(text)]
 
     def get_num_tokens_from_messages(self, messages: LanguageModelInput, tools: Sequence[Any] | None = None) -> int:
         """Prompt tokens of ``messages`` rendered by the package's chat template, as a call would send them.
@@ -528,7 +507,7 @@ class ChatRyzenAI(BaseChatModel):
         if tools is not None:
             kwargs["tools"] = tools
         options = validated_options(**self._options(stop, kwargs))
-        return int(self._engine().count_tokens(to_core_messages(converted), options))
+        return int(self.engine.count_tokens(to_core_messages(converted), options))
 
     # ------------------------------------------------------------------ tools and structured output
     def bind_tools(

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 from ryzenai_core.embeddings.embedding import EmbeddingResult
 from ryzenai_core.embeddings.settings import EmbeddingSettings
 
-from ._options import _refuse_unknown
+from ._options import refuse_unknown
 
 __all__ = ["RyzenAIEmbeddings"]
 
@@ -54,7 +54,7 @@ class RyzenAIEmbeddings(EmbeddingSettings, Embeddings, Serializable):  # type: i
             InvalidRequestError: an unknown parameter (with the closest known name).
             pydantic.ValidationError: a value out of range.
         """
-        _refuse_unknown(type(self), data, Serializable)
+        refuse_unknown(type(self), data, Serializable)
         super().__init__(**data)
 
     @classmethod

@@ -25,7 +25,7 @@ from pydantic import ConfigDict
 
 from ryzenai_core.rerank.engine import RerankResult, RerankSettings
 
-from ._options import _refuse_unknown
+from ._options import refuse_unknown
 
 __all__ = ["RyzenAIRerank"]
 
@@ -63,7 +63,7 @@ class RyzenAIRerank(RerankSettings, BaseDocumentCompressor, Serializable):  # ty
             InvalidRequestError: an unknown parameter (with the closest known name).
             pydantic.ValidationError: a value out of range.
         """
-        _refuse_unknown(type(self), kwargs, BaseDocumentCompressor)
+        refuse_unknown(type(self), kwargs, BaseDocumentCompressor)
         super().__init__(**kwargs)
 
     @classmethod

@@ -6,7 +6,7 @@
 ``BucketPackingPostprocessor`` fills retrieved context up to the NPU's prefill bucket edges.
 """
 
-from ryzenai_core._compat import require_framework
+from ryzenai_core.faces import require_framework
 
 require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 

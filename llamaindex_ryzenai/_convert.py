@@ -4,7 +4,7 @@ Data flow::
 
     LlamaIndex ChatMessage (blocks, additional_kwargs) -> core ChatMessage (role, text, tool calls,
         tool call id, reasoning)
-    core Chunk stream -> _Fold -> LlamaIndex ChatResponse (ThinkingBlock, TextBlock, ToolCallBlock;
+    core Chunk stream -> ResponseFold -> LlamaIndex ChatResponse (ThinkingBlock, TextBlock, ToolCallBlock;
         usage and budget in additional_kwargs and raw)
 """
 
@@ -160,7 +160,7 @@ def tool_selections(message: ChatMessage) -> list[ToolSelection]:
     ]
 
 
-class _Fold:
+class ResponseFold:
     """Folds core chunks into LlamaIndex chat responses, one per chunk with news."""
 
     def __init__(self, model_name: str) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 from llama_index.core.schema import BaseComponent
 
 from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.faces import did_you_mean
 
 #: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
 FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
@@ -48,8 +48,8 @@ def checked_fields(
     if unknown:
         named = []
         for key in unknown:
-            close = difflib.get_close_matches(str(key), [*accepted, *aliases], n=2, cutoff=0.6)
-            hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+            close = did_you_mean(str(key), [*accepted, *aliases])
+            hint = f" (did you mean {close!r}?)" if close else ""
             named.append(f"{key!r}{hint}")
         also = f" (and {', '.join(f'{a} for {n}' for a, n in aliases.items())})" if aliases else ""
         raise InvalidRequestError(

@@ -12,7 +12,7 @@ from ryzenai_core.engine.engine import Engine
 
 from ._calibration import SEGMENTS
 
-__all__ = ["PackageTokenizer", "measure_ratio"]
+__all__ = ["RATIOS", "RATIOS_LOCK", "PackageTokenizer", "is_default_tokenizer", "measure_ratio", "tokenizer_owner"]
 
 #: Safety factor over the measured tokenizer ratio (text unlike every calibration segment).
 RATIO_MARGIN = 1.1
@@ -64,12 +64,12 @@ class PackageTokenizer:
         return f"PackageTokenizer({str(self.path)!r})"
 
 
-def _tokenizer_owner(tokenizer: Any) -> Any:
+def tokenizer_owner(tokenizer: Any) -> Any:
     """The object behind a tokenizer callable (``Settings.tokenizer`` stores ``obj.encode``)."""
     return tokenizer if isinstance(tokenizer, PackageTokenizer) else getattr(tokenizer, "__self__", tokenizer)
 
 
-def _is_default_tokenizer(tokenizer: Any) -> bool:
+def is_default_tokenizer(tokenizer: Any) -> bool:
     """True when nobody chose LlamaIndex's tokenizer.
 
     That is: unset, or the tiktoken default that ``llama_index.core.utils.get_tokenizer``
@@ -83,8 +83,8 @@ def _is_default_tokenizer(tokenizer: Any) -> bool:
     return type(encoding).__module__.startswith("tiktoken") and getattr(encoding, "name", None) == "cl100k_base"
 
 
-_RATIOS: dict[tuple[str, int], tuple[Any, float]] = {}
-_RATIOS_LOCK = threading.Lock()
+RATIOS: dict[tuple[str, int], tuple[Any, float]] = {}
+RATIOS_LOCK = threading.Lock()
 
 
 def measure_ratio(package_tokenizer: Callable[[str], list[int]], other: Callable[[str], list[Any]]) -> float:

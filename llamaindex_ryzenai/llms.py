@@ -6,7 +6,7 @@ retries, timeouts)::
 
     chat / stream_chat / complete / ... (and async)   LlamaIndex's decorators fire its events
       -> _request: messages (or messages_to_prompt's text) and fields + call kwargs -> Request
-      -> Engine.run / Engine.arun -> core chunks -> _Fold: a ChatResponse per chunk
+      -> Engine.run / Engine.arun -> core chunks -> ResponseFold: a ChatResponse per chunk
 
 ``metadata.context_window`` is what LlamaIndex's PromptHelper must see so that what it packs,
 counted with ``Settings.tokenizer``, fits the package's real prompt limit: see
@@ -24,7 +24,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import llama_index.core
 from llama_index.core import Settings
@@ -49,9 +49,10 @@ from typing_extensions import Self
 
 from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
+from ryzenai_core.faces import LLMSettings, did_you_mean
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
-from ryzenai_core.options import ModelName, Provider, validated_options
+from ryzenai_core.options import validated_options
 from ryzenai_core.package.budget import ContextBudget
 from ryzenai_core.package.capabilities import Capabilities, capabilities
 from ryzenai_core.package.packing import packing_limit
@@ -59,7 +60,7 @@ from ryzenai_core.prompt.templates import ChatTemplate
 from ryzenai_core.request import Request
 
 from ._convert import (
-    _Fold,
+    ResponseFold,
     completion_messages,
     to_completion,
     to_core_messages,
@@ -69,13 +70,13 @@ from ._convert import (
 from ._fields import checked_fields
 from ._structured import StructuredOutput
 from ._tokens import (
-    _RATIOS,
-    _RATIOS_LOCK,
     RATIO_MARGIN,
+    RATIOS,
+    RATIOS_LOCK,
     PackageTokenizer,
-    _is_default_tokenizer,
-    _tokenizer_owner,
+    is_default_tokenizer,
     measure_ratio,
+    tokenizer_owner,
 )
 
 __all__ = ["PackageTokenizer", "RyzenAILLM"]
@@ -117,7 +118,7 @@ _CALL_KWARGS = _OPTION_KWARGS | {
 _SHARED_PRIVATE = ("_engine", "_tokenizer")
 
 
-class RyzenAILLM(StructuredOutput):
+class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """A Ryzen AI model package as a LlamaIndex LLM: query engines, chat engines, agents.
 
     Construction is cheap: nothing is read or loaded until the first call (or ``metadata``,
@@ -136,33 +137,12 @@ class RyzenAILLM(StructuredOutput):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: ModelName = Field(
-        description="The model package: a folder, an embedded model's name or a Hugging Face repository id."
-    )
-    temperature: float | None = Field(None, ge=0.0, le=100.0, description="0 = greedy; None = package default.")
+    # The settings both faces share (model, runtime, sampling, limits, retries) are LLMSettings';
+    # the ones below are LlamaIndex's names (max_new_tokens, template_vars) and this face's own.
     max_new_tokens: int | None = Field(
         None, ge=1, description="Output tokens per call (not prompt + output); None = the package's output budget."
     )
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="Nucleus sampling mass; None = package default.")
-    top_k: int | None = Field(None, ge=0, description="Sample among the k most likely tokens; None = package default.")
-    seed: int | None = Field(None, ge=0, description="Random seed for sampling.")
     stop: list[str] = Field(default_factory=list, description="Strings that end the output (never part of it).")
-    timeout: float | None = Field(None, gt=0, description="Seconds a call may take before it is cancelled.")
-    provider: Provider = Field(None, description="None = the package's own; 'cpu', 'cuda' or 'dml' to override.")
-    num_threads: int | None = Field(None, ge=1, description="Intra-op threads for CPU execution.")
-    execution: Literal["process", "inline"] | None = Field(
-        None, description="'process' (default: a worker process keeps the event loop free) or 'inline'."
-    )
-    release: str | None = Field(None, description="Ryzen AI release to plan the prompt limit for (e.g. '1.8.0').")
-    session_options: dict[str, Any] = Field(
-        default_factory=dict, description="ONNX Runtime session options overlaid on the package's."
-    )
-    enable_thinking: bool | None = Field(None, description="Qwen3-style reasoning on/off; None = template default.")
-    kv_reuse: bool | None = Field(None, description="Reuse the previous call's KV prefix; None = package default.")
-    overflow: Literal["error", "drop_oldest"] = Field(
-        "error", description="A prompt over the limit: raise, or drop the oldest turns."
-    )
-    chat_template: str | None = Field(None, description="A Jinja chat template (source or file) to use instead.")
     template_vars: dict[str, Any] = Field(default_factory=dict, description="Extra chat template variables.")
     tokenizer_ratio: float | None = Field(
         None,
@@ -253,14 +233,7 @@ class RyzenAILLM(StructuredOutput):
     @property
     def engine(self) -> Engine:
         """The shared :class:`~ryzenai_core.engine.engine.Engine` (opened on first use, model loaded lazily)."""
-        engine = Engine.get(
-            self.model,
-            provider=self.provider,
-            num_threads=self.num_threads,
-            release=self.release,
-            execution=self.execution,
-            session_options=self.session_options or None,
-        )
+        engine = self.open_engine()
         with self._lock:
             if engine is not self._engine:  # the first call, or a copy with another model, provider, ...
                 self._tokenizer, self._scaffold = None, {}
@@ -367,12 +340,12 @@ class RyzenAILLM(StructuredOutput):
         if (
             not self.use_package_tokenizer
             or self.tokenizer_ratio is not None  # the caller asked for scaling
-            or not _is_default_tokenizer(llama_index.core.global_tokenizer)
+            or not is_default_tokenizer(llama_index.core.global_tokenizer)
         ):
             return
         tokenizer = self.tokenizer
-        with _RATIOS_LOCK:  # two LLMs racing: the first one wins, the other measures against it
-            if _is_default_tokenizer(llama_index.core.global_tokenizer):
+        with RATIOS_LOCK:  # two LLMs racing: the first one wins, the other measures against it
+            if is_default_tokenizer(llama_index.core.global_tokenizer):
                 Settings.tokenizer = tokenizer
                 logger.info(
                     "Settings.tokenizer was not set: LlamaIndex now counts with the tokenizer of %s "
@@ -403,19 +376,19 @@ class RyzenAILLM(StructuredOutput):
     def _ratio(self) -> float:
         """Package tokens per token of the tokenizer LlamaIndex counts with (1.0 when it is ours)."""
         current = llama_index.core.global_tokenizer or get_tokenizer()
-        owner = _tokenizer_owner(current)
+        owner = tokenizer_owner(current)
         if isinstance(owner, PackageTokenizer) and owner.path == self.engine.package.path:
             return 1.0
         if self.tokenizer_ratio is not None:
             return self.tokenizer_ratio
         key = (str(self.engine.package.path), id(current))
-        with _RATIOS_LOCK:
-            hit = _RATIOS.get(key)
+        with RATIOS_LOCK:
+            hit = RATIOS.get(key)
         if hit is not None and hit[0] is current:
             return hit[1]
         ratio = measure_ratio(self.tokenizer, current) * RATIO_MARGIN
-        with _RATIOS_LOCK:
-            _RATIOS[key] = (current, ratio)
+        with RATIOS_LOCK:
+            RATIOS[key] = (current, ratio)
         return ratio
 
     # ------------------------------------------------------------------ requests
@@ -436,9 +409,10 @@ class RyzenAILLM(StructuredOutput):
         call = dict(kwargs)
         unknown = sorted(set(call) - _CALL_KWARGS)
         if unknown:
+            hints = [(k, did_you_mean(k, _CALL_KWARGS)) for k in unknown]
+            named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
             raise InvalidRequestError(
-                f"RyzenAILLM got unknown keyword argument(s) {', '.join(unknown)}; accepted: "
-                f"{', '.join(sorted(_CALL_KWARGS))}"
+                f"RyzenAILLM got unknown keyword argument(s) {named}; accepted: {', '.join(sorted(_CALL_KWARGS))}"
             )
         timeout = call.pop("timeout", self.timeout)
         if "max_tokens" in call:
@@ -449,23 +423,16 @@ class RyzenAILLM(StructuredOutput):
             raw = self.messages_to_prompt(messages)
         core: list[CoreMessage] | RawPrompt = RawPrompt(text=raw) if raw is not None else to_core_messages(messages)
         values: dict[str, Any] = {
-            "temperature": self.temperature,
+            **self.sampling_settings(),
             "max_new_tokens": self.max_new_tokens,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "seed": self.seed,
             "stop": list(self.stop),
-            "enable_thinking": self.enable_thinking,
-            "kv_reuse": self.kv_reuse,
-            "overflow": self.overflow,
-            "chat_template": self.chat_template,
             **call,
             "template_vars": {**self.template_vars, **(call.get("template_vars") or {})},
             "tools": [tool_spec(t) for t in (call.get("tools") or [])],
         }
         if values["max_new_tokens"] is None and self.context_window is not None:
             values["max_new_tokens"] = self._num_output()  # the smaller window holds the output too
-        return Request(core, validated_options(**values), timeout)
+        return self.core_request(core, validated_options(**values), timeout)
 
     def count_tokens(self, messages: str | Sequence[ChatMessage], **kwargs: Any) -> int:
         """Prompt tokens that ``chat(messages, **kwargs)`` (or ``complete(text)``) would send.
@@ -487,7 +454,7 @@ class RyzenAILLM(StructuredOutput):
         self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None, out: Any = None
     ) -> Generator[Any, None, None]:
         """The call's responses (``out(response)`` each, when given); closing it cancels the generation."""
-        chunks, fold = self.engine.run(self._request(messages, kwargs, raw)), _Fold(self.model)
+        chunks, fold = self.engine.run(self._request(messages, kwargs, raw)), ResponseFold(self.model)
 
         def gen() -> Generator[Any, None, None]:
             with contextlib.closing(chunks):
@@ -501,7 +468,7 @@ class RyzenAILLM(StructuredOutput):
         self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None, out: Any = None
     ) -> AsyncGenerator[Any, None]:
         """Async twin of :meth:`_stream`."""
-        chunks, fold = self.engine.arun(self._request(messages, kwargs, raw)), _Fold(self.model)
+        chunks, fold = self.engine.arun(self._request(messages, kwargs, raw)), ResponseFold(self.model)
 
         async def gen() -> AsyncGenerator[Any, None]:
             async with contextlib.aclosing(chunks):

@@ -74,6 +74,7 @@ def _sent(request: Request) -> tuple[Any, ...]:
         pickle.dumps(list(request.messages)),
         request.options.model_dump(exclude={"option_names"}),
         request.timeout,
+        request.max_retries,
     )
 
 
@@ -92,6 +93,16 @@ LI_SYSTEM = [
             lambda: ChatRyzenAI(model=QWEN, temperature=0, max_tokens=12, stop=["END"], timeout=30).invoke(LC_SYSTEM),
             lambda: RyzenAILLM(model=QWEN, temperature=0, max_new_tokens=12, stop=["END"], timeout=30).chat(LI_SYSTEM),
             id="sampling-limits-stop",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=6, repetition_penalty=1.3, max_retries=3).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=6, repetition_penalty=1.3, max_retries=3).chat(LI_SYSTEM),
+            id="repetition-penalty-retries",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=6, max_retries=0).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=6, max_retries=0).chat(LI_SYSTEM),
+            id="no-retries",
         ),
         pytest.param(
             lambda: ChatRyzenAI(model=QWEN, max_tokens=64).bind_tools([ADD], tool_choice="add").invoke(LC_SYSTEM),

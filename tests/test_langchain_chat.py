@@ -829,8 +829,8 @@ def test_session_options_reach_the_engine_as_in_llamaindex():
     so = {"log_severity_level": 3}
     llm = ChatRyzenAI(model=str(TINY_LLAMA), execution="inline", session_options=so, max_tokens=2)
     li = RyzenAILLM(model=str(TINY_LLAMA), execution="inline", session_options=so)
-    assert llm._engine() is li.engine
-    assert json.loads(llm._engine().key.session_options) == so
+    assert llm.engine is li.engine
+    assert json.loads(llm.engine.key.session_options) == so
     assert llm.invoke("hi").usage_metadata["output_tokens"] == 2
     assert ChatRyzenAI(model=str(TINY_LLAMA), session_options={"enable_profiling": False})._identifying_params[
         "session_options"

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 from conftest import LONG_PROMPT, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3, longest_loop_gap
 from llamaindex_ryzenai import BucketPackingPostprocessor, PackageTokenizer, RyzenAILLM
 from llamaindex_ryzenai._convert import to_core_message, to_core_messages
-from llamaindex_ryzenai.llms import _is_default_tokenizer, _tokenizer_owner
+from llamaindex_ryzenai._tokens import is_default_tokenizer, tokenizer_owner
 from ryzenai_core import Engine, InvalidRequestError, ModelNotFoundError
 
 USER = [ChatMessage(role="system", content="You are terse."), ChatMessage(role="user", content="Name a colour.")]
@@ -174,9 +174,9 @@ def test_an_unset_tokenizer_becomes_the_packages(qwen):
     """Settings.tokenizer never set: the first metadata read makes LlamaIndex count exactly."""
     llm = RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12)
     scaled = qwen.metadata.context_window  # use_package_tokenizer=False: tiktoken stays, the window is scaled
-    assert _is_default_tokenizer(llama_index.core.global_tokenizer)  # LlamaIndex installed its tiktoken default
+    assert is_default_tokenizer(llama_index.core.global_tokenizer)  # LlamaIndex installed its tiktoken default
     m = llm.metadata
-    assert _tokenizer_owner(llama_index.core.global_tokenizer) is llm.tokenizer
+    assert tokenizer_owner(llama_index.core.global_tokenizer) is llm.tokenizer
     assert m.context_window == 4075  # exact counts: 12 + min(4095, 4096 - 12) - 21, as with Settings.tokenizer set
     assert m.context_window > scaled
     assert qwen.metadata.context_window == m.context_window  # the global now counts in qwen's tokens too
@@ -185,9 +185,9 @@ def test_an_unset_tokenizer_becomes_the_packages(qwen):
 def test_only_llamaindex_own_default_counts_as_unset():
     from llama_index.core.utils import get_tokenizer
 
-    assert _is_default_tokenizer(None) and _is_default_tokenizer(get_tokenizer())
-    assert not _is_default_tokenizer(get_tokenizer().func)  # a tiktoken encode set by hand
-    assert not _is_default_tokenizer(str.split)
+    assert is_default_tokenizer(None) and is_default_tokenizer(get_tokenizer())
+    assert not is_default_tokenizer(get_tokenizer().func)  # a tiktoken encode set by hand
+    assert not is_default_tokenizer(str.split)
 
 
 def test_a_tokenizer_the_application_set_is_kept():
@@ -206,7 +206,7 @@ def test_use_package_tokenizer_false_and_a_ratio_leave_the_default_alone():
         RyzenAILLM(model=str(TINY_QWEN3), max_new_tokens=12, tokenizer_ratio=2.0),
     ):
         assert llm.metadata.context_window < llm.budget.window
-        assert _is_default_tokenizer(llama_index.core.global_tokenizer)
+        assert is_default_tokenizer(llama_index.core.global_tokenizer)
 
 
 def test_tokenizer_ratio_overrides_the_measurement(qwen):

@@ -1,0 +1,104 @@
+"""What the faces share (ryzenai_core.faces): settings declared once, one "did you mean", the worker's pid.
+
+Real engines on the fixture models: the LLM faces on tiny Qwen3, the encoder faces on the tiny
+sentence-transformers and cross-encoder folders.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from pydantic import ValidationError
+
+from conftest import FIXTURES, TINY_QWEN3, process_alive
+from langchain_ryzenai import ChatRyzenAI, RyzenAIEmbeddings
+from langchain_ryzenai import RyzenAIRerank as LangChainRerank
+from llamaindex_ryzenai import RyzenAIEmbedding, RyzenAILLM
+from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
+from ryzenai_core import InvalidRequestError
+from ryzenai_core.faces import LLMSettings, did_you_mean
+
+QWEN = str(TINY_QWEN3)
+TINY_ST = str(FIXTURES / "embeddings" / "tiny-bert-st")
+CROSS = str(FIXTURES / "rerank" / "tiny-bert-cross-encoder")
+
+
+# ---------------------------------------------------------------------- settings declared once
+#: Shared settings a face declares again, for its framework's own names (aliases).
+_RENAMED_BY = {ChatRyzenAI: {"model", "enable_thinking"}, RyzenAILLM: set()}
+
+
+@pytest.mark.parametrize("face", [ChatRyzenAI, RyzenAILLM])
+def test_both_llm_faces_take_every_shared_setting_from_one_declaration(face):
+    assert issubclass(face, LLMSettings)
+    for name, shared in LLMSettings.model_fields.items():
+        own = face.model_fields[name]
+        if name in _RENAMED_BY[face]:
+            assert own.default == shared.default
+        else:
+            assert repr(own) == repr(shared), name
+
+
+def test_max_retries_and_repetition_penalty_are_llamaindex_settings_too():
+    llm = RyzenAILLM(model=QWEN, max_retries=3, repetition_penalty=1.2)
+    assert (llm.max_retries, llm.repetition_penalty) == (3, 1.2)
+    assert (RyzenAILLM(model=QWEN).max_retries, RyzenAILLM(model=QWEN).repetition_penalty) == (1, None)
+    for face, limit in ((ChatRyzenAI, "max_tokens"), (RyzenAILLM, "max_new_tokens")):
+        with pytest.raises(ValidationError, match="max_retries"):
+            face(model=QWEN, max_retries=-1)
+        with pytest.raises(ValidationError, match="repetition_penalty"):
+            face(model=QWEN, repetition_penalty=0)
+        assert limit in face.model_fields
+
+
+def test_a_llamaindex_repetition_penalty_and_retries_reach_the_core_request():
+    llm = RyzenAILLM(model=QWEN, repetition_penalty=1.3, max_retries=0)
+    request = llm._request([], {})
+    assert request.options.repetition_penalty == 1.3 and request.max_retries == 0
+    assert llm._request([], {"repetition_penalty": 1.1}).options.repetition_penalty == 1.1  # per call over the field
+
+
+# ---------------------------------------------------------------------- one "did you mean"
+def test_did_you_mean_has_one_cut_off():
+    assert did_you_mean("temprature", ["temperature", "top_p"]) == "temperature"
+    assert did_you_mean("batchsize", ["batch_size", "embed_batch_size"]) == "batch_size"
+    assert did_you_mean("topn", ["top_n", "top_k"]) == "top_n"
+    assert did_you_mean("frobnicate", ["temperature", "max_tokens", "top_p"]) is None
+
+
+@pytest.mark.parametrize(
+    ("face", "folder", "typo", "suggestion"),
+    [
+        pytest.param(ChatRyzenAI, QWEN, "max_retires", "max_retries", id="langchain-chat"),
+        pytest.param(RyzenAILLM, QWEN, "max_retires", "max_retries", id="llamaindex-llm"),
+        pytest.param(RyzenAIEmbeddings, TINY_ST, "max_shape", "max_shapes", id="langchain-embeddings"),
+        pytest.param(RyzenAIEmbedding, TINY_ST, "max_shape", "max_shapes", id="llamaindex-embedding"),
+        pytest.param(LangChainRerank, CROSS, "max_shape", "max_shapes", id="langchain-rerank"),
+        pytest.param(LlamaIndexRerank, CROSS, "max_shape", "max_shapes", id="llamaindex-rerank"),
+    ],
+)
+def test_a_misspelt_setting_on_each_face_names_the_closest_one(face, folder, typo, suggestion):
+    with pytest.raises((InvalidRequestError, ValidationError), match=rf"'{typo}'.*did you mean '{suggestion}'\?"):
+        face(model=folder, **{typo: 1})
+
+
+def test_a_misspelt_llamaindex_call_keyword_names_the_closest_one():
+    with pytest.raises(InvalidRequestError, match=r"temprature \(did you mean 'temperature'\?\)"):
+        RyzenAILLM(model=QWEN).complete("hi", temprature=0)
+
+
+# ---------------------------------------------------------------------- a face's worker pid
+def test_both_llm_faces_give_the_pid_of_the_worker_they_share():
+    lc = ChatRyzenAI(model=QWEN, max_tokens=2, execution="process")
+    assert lc.invoke("hi").usage_metadata["output_tokens"] <= 2
+    pid = lc.worker_pid()
+    assert pid is not None and pid != os.getpid() and process_alive(pid)
+    assert lc.engine.worker_pid() == pid
+    assert RyzenAILLM(model=QWEN, execution="process").worker_pid() == pid
+
+
+def test_an_inline_llm_has_no_worker_pid():
+    lc = ChatRyzenAI(model=QWEN, max_tokens=2, execution="inline")
+    lc.invoke("hi")
+    assert lc.worker_pid() is None and RyzenAILLM(model=QWEN, execution="inline").worker_pid() is None
