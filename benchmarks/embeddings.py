@@ -131,7 +131,7 @@ def padding_and_speed(model: Path, texts: list[str], repeats: int, cache: Path) 
 
 def worker_memory(model: Path, texts: list[str], cache: Path) -> dict[str, Any]:
     longest = EmbeddingEngine(model).package.max_length
-    engine = EmbeddingEngine(model, shapes="static", buckets=[min(512, longest)], isolation="process", cache_dir=cache)
+    engine = EmbeddingEngine(model, shapes="static", buckets=[min(512, longest)], execution="process", cache_dir=cache)
     try:
         engine.embed(texts)
         (pid,) = engine.worker_pids()

@@ -179,7 +179,7 @@ def _memory(pid: int) -> dict[str, float]:
 def worker_memory(model: Path, work: list[tuple[str, list[str]]], cache: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, buckets in (("fixed_512", [512]), ("bucketed", BUCKETS)):
-        engine = RerankEngine(model, shapes="static", buckets=buckets, isolation="process", cache_dir=cache)
+        engine = RerankEngine(model, shapes="static", buckets=buckets, execution="process", cache_dir=cache)
         try:
             for query, docs in work:
                 engine.rerank(query, docs)

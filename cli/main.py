@@ -45,6 +45,10 @@ def _fmt_buckets(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values) if values else "none (plain shapes)"
 
 
+def _fmt_execution(execution: str) -> str:
+    return "sessions in worker processes" if execution == "process" else "sessions inline (this process)"
+
+
 def _fmt_vision(pkg: ModelPackage) -> str:
     parts = pkg.vision_parts
     if parts is None:
@@ -141,7 +145,7 @@ def _embedding_info(path: Path, as_json: bool) -> int:
         ("normalise", "yes (L2)" if facts["normalize"] else "no"),
         ("max length", f"{facts['max_length']} tokens ({facts['max_length_source']}); longer texts are truncated"),
         ("graph shapes", shape),
-        ("provider", f"{facts['provider']}; runs {run}; sessions in {facts['isolation']}"),
+        ("provider", f"{facts['provider']}; runs {run}; {_fmt_execution(facts['execution'])}"),
         ("query instruction", repr(facts["query_instruction"]) if facts["query_instruction"] else "none"),
     ]
     width = max(len(k) for k, _ in rows)
@@ -167,7 +171,7 @@ def _rerank_info(path: Path, as_json: bool) -> int:
         ("max length", f"{facts['max_length']} tokens a pair ({facts['max_length_source']})"),
         ("scores", f"{facts['activation']} of the logit ({facts['activation_source']})"),
         ("graph shapes", shape),
-        ("provider", f"{facts['provider']}; runs {run}; sessions in {facts['isolation']}"),
+        ("provider", f"{facts['provider']}; runs {run}; {_fmt_execution(facts['execution'])}"),
     ]
     width = max(len(k) for k, _ in rows)
     for k, v in rows:

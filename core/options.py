@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
@@ -34,7 +35,9 @@ __all__ = [
     "ResponseFormat",
     "resolve_search",
     "response_format_from",
+    "Execution",
     "check_runtime_settings",
+    "execution_setting",
     "tool_choice_from",
     "validated_options",
 ]
@@ -71,6 +74,43 @@ def check_runtime_settings(provider: str | None, num_threads: int | None = None)
         )
     if num_threads is not None and num_threads < 1:
         raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
+
+
+#: Where a model runs: ``"process"`` (a worker process) or ``"inline"`` (this process).
+Execution = Literal["process", "inline"]
+#: The encoders' former name for :data:`Execution` and its values (``"thread"`` is ``"inline"``).
+_ISOLATION: dict[str, Execution] = {"process": "process", "thread": "inline"}
+
+
+def execution_setting(execution: Execution | None, isolation: str | None, owner: str) -> Execution | None:
+    """The ``execution`` setting, given by its name or by the deprecated ``isolation``.
+
+    ``isolation`` (``"process"`` or ``"thread"``) was the encoders' name for ``execution``
+    (``"process"`` or ``"inline"``); it still works, with a ``DeprecationWarning`` naming the
+    new spelling. Values are returned as given: the caller validates them.
+
+    Args:
+        execution: the new spelling's value (or None).
+        isolation: the old spelling's value (or None).
+        owner: who takes the setting, for messages (``"RyzenAIEmbeddings"``).
+
+    Raises:
+        InvalidRequestError: both given and disagreeing.
+    """
+    if isolation is None:
+        return execution
+    new = cast(Execution, _ISOLATION.get(isolation, isolation))  # an unknown value is refused by the caller
+    warnings.warn(
+        f"{owner}: isolation={isolation!r} is deprecated; use execution={new!r}",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    if execution is not None and execution != new:
+        raise InvalidRequestError(
+            f"{owner} got isolation={isolation!r} and execution={execution!r}; pass only execution "
+            "('process' or 'inline')"
+        )
+    return new
 
 
 def _provider(value: str | None) -> str | None:

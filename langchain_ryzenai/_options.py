@@ -153,7 +153,8 @@ def refuse_unknown(
     """
     every = _field_names(cls, cls.model_fields)
     accepted = {n for names in every.values() for n in names}
-    unknown = [k for k in kwargs if k not in accepted]
+    renamed = getattr(cls, "renamed_settings", {})  # former names, taken (with a warning) by the class itself
+    unknown = [k for k in kwargs if k not in accepted and k not in renamed]
     if unknown:
         own = sorted(set(cls.model_fields) - set(base.model_fields) - {"api_key", "base_url"})
         problems = []

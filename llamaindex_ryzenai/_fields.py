@@ -44,7 +44,8 @@ def checked_fields(
                 )
             fields[name] = value
     accepted = sorted(cls.model_fields)
-    unknown = [key for key in fields if key not in cls.model_fields]
+    renamed = getattr(cls, "renamed_settings", {})  # former names, taken (with a warning) by the class itself
+    unknown = [key for key in fields if key not in cls.model_fields and key not in renamed]
     if unknown:
         named = []
         for key in unknown:

@@ -318,7 +318,7 @@ def test_vitisai_defaults_cache_dir_and_a_key_that_follows_model_shape_and_versi
     monkeypatch.setattr(ort, "get_available_providers", lambda: ["VitisAIExecutionProvider", "CPUExecutionProvider"])
     engine = EmbeddingEngine(TINY_ST, cache_dir=tmp_path, provider_options={"config_file": "vaip_config.json"})
     d = engine.describe()
-    assert (d["provider"], d["run_shapes"], d["isolation"]) == ("VitisAIExecutionProvider", "static", "process")
+    assert (d["provider"], d["run_shapes"], d["execution"]) == ("VitisAIExecutionProvider", "static", "process")
     assert d["buckets"] == [32, 64, 128]
     a, b = engine._spec((1, 32)), engine._spec((1, 64))
     assert a.providers == ("VitisAIExecutionProvider", "CPUExecutionProvider")

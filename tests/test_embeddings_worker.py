@@ -22,7 +22,7 @@ TEXTS = ["Who is the director of the Vantor Lab?", "hello", "sparse attention"]
 
 
 def test_a_worker_per_static_shape_gives_the_same_vectors(tmp_path):
-    worker = EmbeddingEngine(TINY_ST, isolation="process", shapes="static", buckets=[16], cache_dir=tmp_path)
+    worker = EmbeddingEngine(TINY_ST, execution="process", shapes="static", buckets=[16], cache_dir=tmp_path)
     try:
         result = worker.embed(TEXTS)
         assert sorted(set(result.shapes)) == [(1, 16)]
@@ -50,7 +50,7 @@ def test_an_error_in_the_worker_is_the_call_s_and_the_worker_survives(copy_packa
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
-    engine = EmbeddingEngine(folder, isolation="process")
+    engine = EmbeddingEngine(folder, execution="process")
     try:
         assert len(engine.embed(["1"]).vectors[0]) == 4
         (pid,) = engine.worker_pids()
@@ -63,7 +63,7 @@ def test_an_error_in_the_worker_is_the_call_s_and_the_worker_survives(copy_packa
 
 
 def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_new_one():
-    engine = EmbeddingEngine(TINY_ST, isolation="process")
+    engine = EmbeddingEngine(TINY_ST, execution="process")
     try:
         want = engine.embed(TEXTS).vectors
         (pid,) = engine.worker_pids()
@@ -94,7 +94,7 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
 
 
 def test_a_worker_that_died_between_calls_is_replaced(caplog):
-    engine = EmbeddingEngine(TINY_ST, isolation="process")
+    engine = EmbeddingEngine(TINY_ST, execution="process")
     try:
         engine.embed(TEXTS)
         (pid,) = engine.worker_pids()
@@ -111,7 +111,7 @@ def test_a_model_onnxruntime_cannot_open_is_a_typed_error_from_the_worker(copy_p
     model = onnx.load(str(folder / "onnx" / "model.onnx"))
     model.graph.node[0].op_type = "NoSuchOp"
     onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
-    engine = EmbeddingEngine(folder, isolation="process")
+    engine = EmbeddingEngine(folder, execution="process")
     try:
         with pytest.raises(UnsupportedModelError, match=r"could not open .*model.onnx on \['CPUExecutionProvider'\]"):
             engine.embed(TEXTS)

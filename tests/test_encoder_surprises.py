@@ -2,7 +2,7 @@
 
 No texts, a lone surrogate, a blank node, a misspelt constructor argument, a folder that is not
 there: each gets the framework's answer (``[]``, a skipped or empty vector) or a typed error that
-names the value and the fix, in both faces and both isolation modes.
+names the value and the fix, in both faces and both execution modes.
 """
 
 from __future__ import annotations
@@ -56,16 +56,16 @@ def test_the_llamaindex_face_takes_no_documents_too():
 # -- a lone surrogate: the LLM path's typed error, naming the text ---------------------------------
 
 
-@pytest.mark.parametrize("isolation", ["thread", "process"])
-def test_a_lone_surrogate_in_an_embedding_text_names_the_text_and_position(isolation):
+@pytest.mark.parametrize("execution", ["inline", "process"])
+def test_a_lone_surrogate_in_an_embedding_text_names_the_text_and_position(execution):
     texts = ["fine", "bad \udcff bytes"]
     want = r"text 1 holds a lone surrogate '\\udcff' at character 4 .*errors='replace'"
-    lc = RyzenAIEmbeddings(model=str(TINY_ST), isolation=isolation)
+    lc = RyzenAIEmbeddings(model=str(TINY_ST), execution=execution)
     with pytest.raises(InvalidRequestError, match=want):
         lc.embed_documents(texts)
     with pytest.raises(InvalidRequestError, match=r"text 0 holds a lone surrogate '\\ud800' at character 3"):
         lc.embed_query("who\ud800")
-    li = RyzenAIEmbedding(model=str(TINY_ST), isolation=isolation)
+    li = RyzenAIEmbedding(model=str(TINY_ST), execution=execution)
     with pytest.raises(InvalidRequestError, match=want):
         li.get_text_embedding_batch(texts)
     with pytest.raises(InvalidRequestError, match=r"text 0 holds a lone surrogate '\\ud800'"):
@@ -73,15 +73,15 @@ def test_a_lone_surrogate_in_an_embedding_text_names_the_text_and_position(isola
     assert len(lc.embed_documents(["still works"])[0]) == 32  # nothing left broken
 
 
-@pytest.mark.parametrize("isolation", ["thread", "process"])
-def test_a_lone_surrogate_in_a_rerank_text_names_the_document(isolation):
-    engine = RerankEngine.get(str(CROSS), isolation=isolation)
+@pytest.mark.parametrize("execution", ["inline", "process"])
+def test_a_lone_surrogate_in_a_rerank_text_names_the_document(execution):
+    engine = RerankEngine.get(str(CROSS), execution=execution)
     with pytest.raises(InvalidRequestError, match=r"document 2 holds a lone surrogate '\\udcff' at character 4"):
         engine.rerank("who builds the Pellix?", [*DOCS, "bad \udcff bytes"])
     with pytest.raises(InvalidRequestError, match=r"the query holds a lone surrogate '\\ud800' at character 3"):
         engine.rerank("who\ud800", DOCS)
     with pytest.raises(InvalidRequestError, match=r"document 0 holds a lone surrogate"):
-        LangChainRerank(model=str(CROSS), isolation=isolation).compress_documents(
+        LangChainRerank(model=str(CROSS), execution=execution).compress_documents(
             [Document(page_content="\ud800")], "who?"
         )
 

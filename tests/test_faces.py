@@ -1,4 +1,4 @@
-"""What the faces share (ryzenai_core.faces): settings declared once, one "did you mean", the worker's pid.
+"""What the faces share (ryzenai_core.faces): settings declared once, one "did you mean", one vocabulary.
 
 Real engines on the fixture models: the LLM faces on tiny Qwen3, the encoder faces on the tiny
 sentence-transformers and cross-encoder folders.
@@ -7,6 +7,7 @@ sentence-transformers and cross-encoder folders.
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 from pydantic import ValidationError
@@ -17,11 +18,19 @@ from langchain_ryzenai import RyzenAIRerank as LangChainRerank
 from llamaindex_ryzenai import RyzenAIEmbedding, RyzenAILLM
 from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
 from ryzenai_core import InvalidRequestError
+from ryzenai_core.embeddings.embedding import EmbeddingEngine
 from ryzenai_core.faces import LLMSettings, did_you_mean
+from ryzenai_core.rerank.engine import RerankEngine
 
 QWEN = str(TINY_QWEN3)
 TINY_ST = str(FIXTURES / "embeddings" / "tiny-bert-st")
 CROSS = str(FIXTURES / "rerank" / "tiny-bert-cross-encoder")
+ENCODER_FACES = [
+    pytest.param(RyzenAIEmbeddings, TINY_ST, id="langchain-embeddings"),
+    pytest.param(RyzenAIEmbedding, TINY_ST, id="llamaindex-embedding"),
+    pytest.param(LangChainRerank, CROSS, id="langchain-rerank"),
+    pytest.param(LlamaIndexRerank, CROSS, id="llamaindex-rerank"),
+]
 
 
 # ---------------------------------------------------------------------- settings declared once
@@ -86,6 +95,47 @@ def test_a_misspelt_setting_on_each_face_names_the_closest_one(face, folder, typ
 def test_a_misspelt_llamaindex_call_keyword_names_the_closest_one():
     with pytest.raises(InvalidRequestError, match=r"temprature \(did you mean 'temperature'\?\)"):
         RyzenAILLM(model=QWEN).complete("hi", temprature=0)
+
+
+# ---------------------------------------------------------------------- execution, formerly isolation
+@pytest.mark.parametrize(("face", "folder"), ENCODER_FACES)
+def test_an_encoder_face_takes_execution_and_runs_inline_without_a_worker(face, folder):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = face(model=folder, execution="inline")
+    assert model.execution == "inline" and model.engine.execution == "inline"
+    assert model.engine.describe()["execution"] == "inline"
+    assert model.engine.worker_pids() == []
+
+
+@pytest.mark.parametrize(("face", "folder"), ENCODER_FACES)
+@pytest.mark.parametrize(("old", "new"), [("thread", "inline"), ("process", "process")])
+def test_the_former_isolation_setting_warns_and_works(face, folder, old, new):
+    with pytest.warns(DeprecationWarning, match=rf"isolation='{old}' is deprecated; use execution='{new}'"):
+        model = face(model=folder, isolation=old)
+    assert model.execution == new
+    assert model.engine is face(model=folder, execution=new).engine  # the same shared engine
+
+
+@pytest.mark.parametrize(("engine_class", "folder"), [(EmbeddingEngine, TINY_ST), (RerankEngine, CROSS)])
+def test_the_core_encoder_engines_take_both_spellings(engine_class, folder):
+    with pytest.warns(DeprecationWarning, match="isolation='thread' is deprecated; use execution='inline'"):
+        old = engine_class(folder, isolation="thread")
+    assert old.execution == "inline"
+    with pytest.warns(DeprecationWarning, match="use execution='inline'"):
+        shared = engine_class.get(folder, isolation="thread")
+    assert shared is engine_class.get(folder, execution="inline")
+    with pytest.raises(InvalidRequestError, match="pass only execution"), pytest.warns(DeprecationWarning):
+        engine_class(folder, isolation="thread", execution="process")
+    with pytest.raises(InvalidRequestError, match="execution 'thread' is not one of 'process', 'inline'"):
+        engine_class(folder, execution="thread")
+
+
+def test_an_encoder_face_in_a_worker_process_reports_its_pid():
+    embeddings = RyzenAIEmbeddings(model=TINY_ST, execution="process")
+    assert len(embeddings.embed_query("hello")) > 0
+    (pid,) = embeddings.engine.worker_pids()
+    assert pid != os.getpid() and process_alive(pid)
 
 
 # ---------------------------------------------------------------------- a face's worker pid

@@ -38,8 +38,8 @@ def _messages(question: str) -> list[ChatMessage]:
 
 def test_an_llm_an_embedder_and_a_reranker_side_by_side_from_threads_and_asyncio(tmp_path):
     llm = Engine.get(TINY_QWEN3, execution="process")
-    embedder = EmbeddingEngine(TINY_ST, isolation="process", shapes="static", buckets=[16, 64], cache_dir=tmp_path)
-    reranker = RerankEngine(XLMR, isolation="process", shapes="static", buckets=[32, 64], cache_dir=tmp_path)
+    embedder = EmbeddingEngine(TINY_ST, execution="process", shapes="static", buckets=[16, 64], cache_dir=tmp_path)
+    reranker = RerankEngine(XLMR, execution="process", shapes="static", buckets=[32, 64], cache_dir=tmp_path)
     try:
         quiet_text = {q: llm.generate(_messages(q), OPTIONS).text for q in QUESTIONS}
         quiet_vectors = {q: embedder.embed([q, *PASSAGES], kind="query").vectors for q in QUESTIONS}

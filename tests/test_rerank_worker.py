@@ -42,7 +42,7 @@ def _wait_until(condition, seconds: float = 10.0) -> bool:
 
 
 def test_a_worker_per_static_shape_gives_the_same_scores(tmp_path):
-    worker = RerankEngine(XLMR, isolation="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path)
+    worker = RerankEngine(XLMR, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path)
     try:
         result = worker.rerank(QUERY, DOCS)
         assert [n for _, n in result.shapes] == BUCKETS
@@ -55,7 +55,7 @@ def test_a_worker_per_static_shape_gives_the_same_scores(tmp_path):
 
 
 def test_bad_input_is_refused_before_the_worker_and_the_worker_survives(copy_package):
-    engine = RerankEngine(BERT, isolation="process")
+    engine = RerankEngine(BERT, execution="process")
     try:
         want = engine.rerank(QUERY, DOCS).scores
         (pid,) = engine.worker_pids()
@@ -80,7 +80,7 @@ def test_bad_input_is_refused_before_the_worker_and_the_worker_survives(copy_pac
 
 
 def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_new_one():
-    engine = RerankEngine(XLMR, isolation="process")
+    engine = RerankEngine(XLMR, execution="process")
     try:
         want = engine.rerank(QUERY, DOCS).scores
         (pid,) = engine.worker_pids()
@@ -113,7 +113,7 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
 
 
 def test_idle_workers_are_closed_after_idle_timeout_and_reopened_on_use(tmp_path):
-    engine = RerankEngine(BERT, isolation="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, idle_timeout=0.5)
+    engine = RerankEngine(BERT, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, idle_timeout=0.5)
     try:
         want = engine.rerank(QUERY, DOCS).scores
         pids = engine.worker_pids()  # those not idle for 0.5 s yet (starting a worker can take longer here)
@@ -127,7 +127,7 @@ def test_idle_workers_are_closed_after_idle_timeout_and_reopened_on_use(tmp_path
 
 
 def test_the_default_idle_timeout_keeps_sessions_between_calls(tmp_path):
-    engine = EmbeddingEngine(TINY_ST, isolation="process", shapes="static", buckets=[16, 64], cache_dir=tmp_path)
+    engine = EmbeddingEngine(TINY_ST, execution="process", shapes="static", buckets=[16, 64], cache_dir=tmp_path)
     try:
         engine.embed(["hello", "the vantor lab " * 8])
         pids = engine.worker_pids()
@@ -147,7 +147,7 @@ def test_an_idle_embedding_session_in_this_process_closes_too(tmp_path):
 
 
 def test_max_shapes_keeps_the_most_recently_used_sessions(tmp_path):
-    engine = RerankEngine(BERT, isolation="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, max_shapes=1)
+    engine = RerankEngine(BERT, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, max_shapes=1)
     try:
         want = RerankEngine(BERT).rerank(QUERY, DOCS).scores
         result = engine.rerank(QUERY, DOCS)
@@ -164,7 +164,7 @@ def test_max_shapes_keeps_the_most_recently_used_sessions(tmp_path):
 
 
 def test_a_session_in_use_is_not_closed_by_the_idle_timer_or_the_cap(tmp_path):
-    engine = RerankEngine(BERT, isolation="process", shapes="static", buckets=[16, 128], cache_dir=tmp_path,
+    engine = RerankEngine(BERT, execution="process", shapes="static", buckets=[16, 128], cache_dir=tmp_path,
                           idle_timeout=0.2, max_shapes=1)
     want = engine.rerank(QUERY, DOCS[2:]).scores
     (pid,) = engine.worker_pids()

@@ -32,7 +32,7 @@ try:
     answer = engine.generate([ChatMessage("user", "hi")], GenerationOptions(max_new_tokens=3, temperature=0))
     result["tokens"] = answer.usage.completion_tokens
     result["llm_pid"] = engine.worker_pid()
-    embedder = EmbeddingEngine({str(TINY_ST)!r}, isolation="process")
+    embedder = EmbeddingEngine({str(TINY_ST)!r}, execution="process")
     result["dims"] = len(embedder.embed(["hello"]).vectors[0])
     result["embed_pids"] = embedder.worker_pids()
 except BaseException:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from ..errors import InvalidRequestError, RuntimeNotAvailableError
+from ..options import execution_setting
 from .batches import Batch
 from .folder import import_onnx, import_tokenizers
 from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
@@ -135,8 +136,9 @@ class EncoderEngine(Generic[P]):
             one shape: its own.
         provider_options: VitisAI options over the defaults (``cache_dir`` and a ``cache_key``
             that changes with the model file, the shape and the onnxruntime version).
-        isolation: ``"process"`` (a worker per session) or ``"thread"`` (this process);
-            default: process on the NPU, thread on the CPU.
+        execution: ``"process"`` (a worker per session) or ``"inline"`` (this process);
+            default: process on the NPU, inline on the CPU.
+        isolation: the former name of ``execution`` (``"thread"`` for ``"inline"``), deprecated.
         cache_dir: where static variants of a dynamic graph and the VitisAI cache go (default
             ``~/.cache/ryzenai-llm/<cache_name>``).
         intra_op_threads: onnxruntime's intra-op thread count (default: its own).
@@ -175,19 +177,21 @@ class EncoderEngine(Generic[P]):
         shapes: Literal["auto", "static", "dynamic"] = "auto",
         buckets: Sequence[int] | None = None,
         provider_options: dict[str, str] | None = None,
-        isolation: Literal["process", "thread"] | None = None,
+        execution: Literal["process", "inline"] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         intra_op_threads: int | None = None,
         max_shapes: int | None = None,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        isolation: Literal["process", "thread"] | None = None,
     ) -> None:
+        execution = execution_setting(execution, isolation, type(self).__name__)
         self.package: P = package if isinstance(package, self.package_type) else self.package_type.open(package)
         self._settings: dict[str, Any] = {
             "provider": provider,
             "shapes": shapes,
             "buckets": buckets,
             "provider_options": provider_options,
-            "isolation": isolation,
+            "execution": execution,
             "cache_dir": cache_dir,
             "intra_op_threads": intra_op_threads,
             "max_shapes": max_shapes,
@@ -198,8 +202,8 @@ class EncoderEngine(Generic[P]):
             raise InvalidRequestError(f"provider {provider!r} is not one of 'auto', 'npu', 'cpu'")
         if shapes not in ("auto", "static", "dynamic"):
             raise InvalidRequestError(f"shapes {shapes!r} is not one of 'auto', 'static', 'dynamic'")
-        if isolation not in (None, "process", "thread"):
-            raise InvalidRequestError(f"isolation {isolation!r} is not one of 'process', 'thread'")
+        if execution not in (None, "process", "inline"):
+            raise InvalidRequestError(f"execution {execution!r} is not one of 'process', 'inline'")
         if max_shapes is not None and max_shapes < 1:
             raise InvalidRequestError(
                 f"max_shapes is {max_shapes}; keep at least 1 session open, or pass None for one per bucket"
@@ -247,7 +251,7 @@ class EncoderEngine(Generic[P]):
             self.buckets = tuple(b for b in chosen if b < pkg.max_length) + (pkg.max_length,)
         else:
             self.static_rows, self.buckets = 0, ()
-        self.isolation = isolation or ("process" if on_npu else "thread")
+        self.execution = execution or ("process" if on_npu else "inline")
         self.provider_options = dict(provider_options or {})
         self.cache_dir = _cache_root(cache_dir, self.cache_name)
         self.intra_op_threads = intra_op_threads
@@ -281,6 +285,9 @@ class EncoderEngine(Generic[P]):
 
         path = resolve_model(model, missing_hint=cls.missing_hint).resolve()
         opened = {name: settings.pop(name, None) for name in cls.package_options}
+        if "isolation" in settings:  # the former name: the same engine as for its new spelling
+            former = settings.pop("isolation")
+            settings["execution"] = execution_setting(settings.get("execution"), former, cls.__name__)
         given = inspect.signature(cls.__init__).bind(None, None, **settings)
         given.apply_defaults()  # the same engine whether a default is given or left out
         every = {k: v for k, v in given.arguments.items() if k not in ("self", "package")}
@@ -305,7 +312,7 @@ class EncoderEngine(Generic[P]):
                 "run_shapes": "static" if self.static else "dynamic",
                 "buckets": list(self.buckets),
                 "static_rows": self.static_rows or None,
-                "isolation": self.isolation,
+                "execution": self.execution,
                 "max_shapes": self.max_shapes,
                 "idle_timeout": self.idle_timeout,
             }
@@ -313,7 +320,7 @@ class EncoderEngine(Generic[P]):
         return out
 
     def worker_pids(self) -> list[int]:
-        """Process ids of the live workers (empty with ``isolation="thread"``)."""
+        """Process ids of the live workers (empty with ``execution="inline"``)."""
         return [b.pid for b in self._backends.values() if isinstance(b, WorkerBackend) and b.pid is not None]
 
     def open_shapes(self) -> list[Shape]:
@@ -330,7 +337,7 @@ class EncoderEngine(Generic[P]):
             backend = self._backends.pop(shape, None)
             if backend is None:
                 spec = self._spec(shape)
-                backend = WorkerBackend(spec) if self.isolation == "process" else LocalBackend(spec)
+                backend = WorkerBackend(spec) if self.execution == "process" else LocalBackend(spec)
             self._backends[shape] = backend
             self._leases[shape] = self._leases.get(shape, 0) + 1
             closing = self._over_limit()

@@ -1,7 +1,7 @@
 """What the framework faces take to choose and run an encoder: pydantic mixins.
 
 :class:`EncoderSettings` declares the fields every encoder face has (model, provider, shapes,
-buckets, isolation, limits on open sessions) and opens the shared engine at construction, so a
+buckets, execution, limits on open sessions) and opens the shared engine at construction, so a
 bad folder is an error there; :class:`EmbeddingSettings` adds the embedding model's own
 (pooling, normalisation, query instruction, overflow policy). The reranker's settings
 (:class:`~ryzenai_core.rerank.engine.RerankSettings`) derive from :class:`EncoderSettings` too.
@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
+from ..options import execution_setting
 from .embedding import EmbeddingEngine, EmbeddingResult, Kind
 from .engine import DEFAULT_IDLE_TIMEOUT, EncoderEngine
 
@@ -38,8 +39,8 @@ class EncoderSettings(BaseModel):
     """Sequence-length buckets for static shapes (default: the engine's, capped at the maximum length)."""
     provider_options: dict[str, str] | None = None
     """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
-    isolation: Literal["process", "thread"] | None = None
-    """``process``: each session in a worker process (the NPU default); ``thread``: in this process."""
+    execution: Literal["process", "inline"] | None = None
+    """``process``: each session in a worker process (the NPU default); ``inline``: in this process."""
     onnx_file: str | None = None
     """The ONNX file in the folder when it ships several (``onnx/model_O4.onnx``)."""
     max_shapes: int | None = Field(default=None, ge=1)
@@ -47,7 +48,18 @@ class EncoderSettings(BaseModel):
     idle_timeout: float | None = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0)
     """Seconds after which an unused shape's session is closed (None: kept until the program ends)."""
 
+    renamed_settings: ClassVar[dict[str, str]] = {"isolation": "execution"}
+    """Former names of settings, still taken with a DeprecationWarning (``isolation="thread"`` is ``"inline"``)."""
+
     _engine: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "isolation" in data:
+            data = dict(data)
+            data["execution"] = execution_setting(data.get("execution"), data.pop("isolation"), cls.__name__)
+        return data
 
     def model_post_init(self, context: Any, /) -> None:
         """Open (or share) the engine now, so a bad folder is an error at construction."""
@@ -60,7 +72,7 @@ class EncoderSettings(BaseModel):
             "shapes": self.shapes,
             "buckets": self.buckets,
             "provider_options": self.provider_options,
-            "isolation": self.isolation,
+            "execution": self.execution,
             "onnx_file": self.onnx_file,
             "max_shapes": self.max_shapes,
             "idle_timeout": self.idle_timeout,
