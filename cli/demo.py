@@ -9,8 +9,9 @@ a LlamaIndex node postprocessor) keeps the best two: retrieve wide, rerank, gene
 three-model pipeline. After each answer: prompt tokens, prefill bucket and padding, time to first
 token, tokens/s, and each stage's time.
 
-This is an application of the library: it imports the two adapters (lazily, here only),
-while the engine itself imports neither framework.
+This is an application of the library: its two pipelines (:mod:`ryzenai_cli.demo_langchain`,
+:mod:`ryzenai_cli.demo_llamaindex`) import the two adapters (lazily, here only), while the engine
+itself imports neither framework.
 """
 
 from __future__ import annotations
@@ -114,8 +115,8 @@ def _docs_folder(docs: str | None) -> Path:
 
 def _adapters() -> tuple[Any, Any]:
     try:
-        lc = importlib.import_module("langchain_ryzenai.demo")
-        li = importlib.import_module("llamaindex_ryzenai.demo")
+        lc = importlib.import_module("ryzenai_cli.demo_langchain")
+        li = importlib.import_module("ryzenai_cli.demo_llamaindex")
     except ImportError as exc:
         raise RyzenAIError(
             f"the demo runs both frameworks and needs them installed: pip install 'ryzenai-llm[all]' ({exc})"

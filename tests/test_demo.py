@@ -104,7 +104,7 @@ def test_demo_panel_shows_the_whole_package_path(capsys, tmp_path, monkeypatch, 
 def test_demo_without_a_framework_says_what_to_install(capsys, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "llamaindex_ryzenai.demo", None)  # as if LlamaIndex was not installed
+    monkeypatch.setitem(sys.modules, "ryzenai_cli.demo_llamaindex", None)  # as if LlamaIndex was not installed
     code = main(["demo"])
     err = capsys.readouterr().err
     assert code == 2
@@ -116,10 +116,10 @@ def test_demo_retrieves_wide_reranks_and_generates_showing_each_stage(capsys, tm
     from llama_index.core import QueryBundle
 
     from langchain_ryzenai import RyzenAIRerank as LangChainRerank
-    from langchain_ryzenai.demo import build_retriever
     from llamaindex_ryzenai import RyzenAILLM
     from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
-    from llamaindex_ryzenai.demo import build_query_engine
+    from ryzenai_cli.demo_langchain import build_retriever
+    from ryzenai_cli.demo_llamaindex import build_query_engine
     from ryzenai_core.rerank.engine import RerankEngine
 
     fixtures = Path(__file__).parent / "fixtures"

@@ -368,9 +368,9 @@ def test_demo_retrieves_with_an_embedding_model(capsys, tmp_path, llamaindex_eve
     from langchain_core.documents import Document
 
     from langchain_ryzenai import RyzenAIEmbeddings
-    from langchain_ryzenai.demo import build_retriever
     from llamaindex_ryzenai import RyzenAIEmbedding, RyzenAILLM
-    from llamaindex_ryzenai.demo import build_query_engine
+    from ryzenai_cli.demo_langchain import build_retriever
+    from ryzenai_cli.demo_llamaindex import build_query_engine
     from ryzenai_cli.main import main
 
     texts = [f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}." for i in range(3)]

@@ -66,6 +66,9 @@ def test_wheel_holds_four_packages_and_no_top_level_core(wheel):
     assert "ryzenai_core/templates/qwen3.jinja" in names
     assert "ryzenai_core/py.typed" in names
     assert "ryzenai_cli/demo_docs/questions.json" in names
+    # the demo's pipelines are the CLI's: the library packages carry no demo application
+    assert {"ryzenai_cli/demo_langchain.py", "ryzenai_cli/demo_llamaindex.py"} <= set(names)
+    assert not [n for n in names if n.startswith(("langchain_ryzenai/demo", "llamaindex_ryzenai/demo"))]
 
 
 def test_wheel_adds_llamaindex_namespace_modules_and_no_namespace_init(wheel):

@@ -25,7 +25,7 @@ from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel,
 from langchain_core.vectorstores import InMemoryVectorStore
 from pydantic import ConfigDict, PrivateAttr
 
-from .chat_models import ChatRyzenAI
+from langchain_ryzenai import ChatRyzenAI
 
 __all__ = ["PROMPT", "BM25Retriever", "StageTimes", "build_chain", "build_retriever", "run"]
 

@@ -28,7 +28,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import BaseRetriever
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from .llms import RyzenAILLM
+from llamaindex_ryzenai import RyzenAILLM
 
 __all__ = ["BM25NodeRetriever", "build_query_engine", "run"]
 
