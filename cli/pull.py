@@ -15,6 +15,8 @@ from typing import Any
 
 from ryzenai_core.package.hub import pull_model
 
+from .info import show_info
+
 __all__ = ["add_parser"]
 
 
@@ -22,8 +24,6 @@ def _pull(args: argparse.Namespace) -> int:
     path = pull_model(args.repo_id, revision=args.revision, cache_dir=args.cache_dir)
     if not args.json:
         print(f"{args.repo_id} is in {path}\n")
-    from .main import show_info  # main imports this module to register the command
-
     return show_info(path, as_json=args.json)
 
 
