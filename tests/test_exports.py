@@ -3,6 +3,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 
 import ryzenai_core
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_all_is_sorted_and_complete():
@@ -46,9 +49,13 @@ def test_py_typed_is_shipped():
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built once for this module's tests."""
     out = tmp_path_factory.mktemp("wheel")
-    root = Path(__file__).resolve().parents[1]
+    # Built from a copy of the sources: a build/ folder left in the checkout by an earlier build
+    # would put modules that no longer exist into the wheel.
+    source = tmp_path_factory.mktemp("source") / "ryzenai-llm"
+    skip = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", "tests", "benchmarks")
+    shutil.copytree(ROOT, source, ignore=skip)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(root), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        [sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
         check=True,
         capture_output=True,
     )
@@ -69,6 +76,14 @@ def test_wheel_holds_four_packages_and_no_top_level_core(wheel):
     # the demo's pipelines are the CLI's: the library packages carry no demo application
     assert {"ryzenai_cli/demo_langchain.py", "ryzenai_cli/demo_llamaindex.py"} <= set(names)
     assert not [n for n in names if n.startswith(("langchain_ryzenai/demo", "llamaindex_ryzenai/demo"))]
+
+
+def test_wheel_holds_every_core_module_and_no_other(wheel):
+    """Each wing of the core is a package the wheel must list; a module moved away must not linger."""
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {n for n in names if n.startswith("ryzenai_core/") and n.endswith(".py")}
+    sources = {"ryzenai_core/" + p.relative_to(ROOT / "core").as_posix() for p in (ROOT / "core").rglob("*.py")}
+    assert shipped == sources
 
 
 def test_wheel_adds_llamaindex_namespace_modules_and_no_namespace_init(wheel):
@@ -153,7 +168,7 @@ def test_every_test_has_a_timeout(request: pytest.FixtureRequest) -> None:
     """pytest-timeout is in the test extra and the ini options set a per-test timeout: a hung test fails."""
     import tomllib
 
-    pyproject = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert any(r.startswith("pytest-timeout") for r in pyproject["project"]["optional-dependencies"]["test"])
     assert request.config.pluginmanager.hasplugin("timeout")
     assert 60 <= float(request.config.getini("timeout")) <= 900
