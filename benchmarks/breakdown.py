@@ -42,7 +42,7 @@ from typing import Any
 import onnxruntime_genai as og
 
 from ryzenai_core import ChatMessage, Engine
-from ryzenai_core.engine.worker import _wire
+from ryzenai_core.engine.worker import chunk_message
 from ryzenai_core.generation.streaming import Chunk, OutputParser
 from ryzenai_core.ipc import read_frame, write_frame
 from ryzenai_core.options import GenerationOptions, validated_options
@@ -109,7 +109,7 @@ def loop_pieces(engine: Engine, tokens: list[int]) -> dict[str, float]:
         out_frames.seek(0)
         out_frames.truncate()
         for i, x in enumerate(texts):
-            write_frame(out_frames, _wire(1, Chunk(x, "", token_ids=[tokens[i]])))
+            write_frame(out_frames, chunk_message(1, Chunk(x, "", token_ids=[tokens[i]])))
 
     frame_out()
     data = out_frames.getvalue()
@@ -118,7 +118,7 @@ def loop_pieces(engine: Engine, tokens: list[int]) -> dict[str, float]:
         stream = io.BytesIO(data)
         for _ in texts:
             msg = read_frame(stream)
-            Chunk(text=msg[2], token_ids=msg[3])
+            Chunk(text=msg.text, token_ids=msg.token_ids)
 
     core_chunks = [Chunk(x, "", token_ids=[tokens[i]]) for i, x in enumerate(texts)]
     out = {

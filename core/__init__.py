@@ -11,6 +11,7 @@ onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
 from .embeddings.package import EmbeddingPackage
@@ -44,6 +45,10 @@ from .request import Request
 from .rerank.engine import RerankEngine, RerankResult
 from .rerank.package import RerankPackage
 from .spawn import freeze_support
+
+if _TYPE_CHECKING:  # the worker modules freeze_support runs by name, named for freezers that follow imports
+    from .embeddings import worker as _embedding_worker  # noqa: F401
+    from .engine import worker as _engine_worker  # noqa: F401
 
 try:
     __version__ = _version("ryzenai-llm")

@@ -11,13 +11,16 @@
 - **Frozen apps** (``sys.frozen``: PyInstaller, cx_Freeze, py2exe): ``sys.executable`` is the app,
   not an interpreter, so ``-m module`` means nothing to it. A worker is then started as
   ``<app> --ryzenai-worker <module>``, which :func:`freeze_support` (called first thing in the app's
-  entry point, as ``multiprocessing.freeze_support``) turns into the worker. (Not on import: a
-  worker run inside the import of ``ryzenai_core`` would deadlock its own threads' imports.)
+  entry point, as ``multiprocessing.freeze_support``) turns into the worker: it runs the module by
+  name, as ``-m`` does. (Not on import: a worker run inside the import of ``ryzenai_core`` would
+  deadlock its own threads' imports.) The package's ``__init__`` names the worker modules, so a
+  freezer that follows imports bundles them.
 """
 
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 from typing import Any, BinaryIO
@@ -133,20 +136,13 @@ def freeze_support() -> None:
             ryzenai_core.freeze_support()
             main()
 
-    It also names the worker modules, so a freezer that follows imports bundles them.
+    The worker module runs by name, as ``python -m`` runs it (this module imports no worker).
     """
     argv = sys.argv
     if len(argv) < 3 or argv[1] != WORKER_FLAG:
         return
     module = argv[2]
-    if module == "ryzenai_core.engine.worker":
-        from .engine import worker
-
-        worker.main()
-    elif module == "ryzenai_core.embeddings.worker":
-        from .embeddings import worker as embedding_worker
-
-        embedding_worker.main()
-    else:
+    if module not in WORKER_MODULES:
         raise SystemExit(f"{WORKER_FLAG} {module!r}: not a worker; expected one of {', '.join(WORKER_MODULES)}")
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
     raise SystemExit(0)

@@ -129,13 +129,14 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
     import pickle
 
     from ryzenai_core.engine import client as client_module
+    from ryzenai_core.ipc import Delta
 
     real = client_module.parse_frame
     torn: list[Any] = []
 
     def tearing(data: Any) -> Any:
         message = real(data)
-        if message is not None and message[0] == "delta" and len(torn) < times:
+        if isinstance(message, Delta) and len(torn) < times:
             torn.append(message)
             raise pickle.UnpicklingError("pickle data was truncated")
         return message

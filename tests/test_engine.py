@@ -23,10 +23,11 @@ from ryzenai_core import (
     RuntimeNotAvailableError,
 )
 from ryzenai_core.engine.engine import Engine
-from ryzenai_core.engine.worker import _wire
+from ryzenai_core.engine.worker import chunk_message
 from ryzenai_core.errors import GenerationTimeoutError, WorkerDiedError
 from ryzenai_core.generation import scheduler as scheduler_module
 from ryzenai_core.generation.streaming import Chunk, Timings, Usage
+from ryzenai_core.ipc import Delta, Output
 from ryzenai_core.messages import ChatMessage, ToolCall
 from ryzenai_core.options import GenerationOptions, resolve_search, validated_options
 
@@ -73,16 +74,16 @@ def test_streamed_text_equals_decode_of_streamed_ids(engine):
 
 def test_only_a_chunk_of_text_and_ids_alone_travels_as_a_delta():
     """A chunk with any other field set crosses the pipe whole (a field added later included)."""
-    assert _wire(3, Chunk("a", token_ids=[1])) == ("delta", 3, "a", [1])
+    assert chunk_message(3, Chunk("a", token_ids=[1])) == Delta(3, "a", [1])
     for f in dataclasses.fields(Chunk):
         if f.name in ("text", "token_ids"):
             continue
         value = {"reasoning": "r", "tool_calls": [ToolCall("f", {}, "c")], "finish_reason": "stop",
                  "usage": Usage(1, 1), "timings": Timings(), "plan": object(), "dropped_messages": 1,
                  "stop_sequence": "\n", "provider": "RyzenAI"}.get(f.name)
-        assert value is not None, f"Chunk.{f.name} is new: check it in worker._wire, and give it a value here"
+        assert value is not None, f"Chunk.{f.name} is new: check it in worker.chunk_message, and give it a value here"
         chunk = Chunk("a", token_ids=[1], **{f.name: value})
-        assert _wire(3, chunk) == ("chunk", 3, chunk), f.name
+        assert chunk_message(3, chunk) == Output(3, chunk), f.name
 
 
 def test_greedy_is_deterministic_and_stream_equals_generate(engine):

@@ -36,9 +36,18 @@ from ryzenai_core import (
 from ryzenai_core.engine import client as client_module
 from ryzenai_core.engine.client import WorkerClient
 from ryzenai_core.engine.inline import InlineBackend
-from ryzenai_core.engine.worker import _portable
 from ryzenai_core.errors import ContextWindowExceededError
-from ryzenai_core.ipc import read_frame, reap, write_frame
+from ryzenai_core.ipc import (
+    Call,
+    Delta,
+    ProtocolError,
+    Ready,
+    Stream,
+    portable_exception,
+    read_frame,
+    reap,
+    write_frame,
+)
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
@@ -200,7 +209,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
     def counting(data):
         message = real(data)
         if message is not None:
-            frames.append(message[0])
+            frames.append(type(message).__name__)
         return message
 
     monkeypatch.setattr(client_module, "parse_frame", counting)
@@ -212,7 +221,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
     assert await run(surface, lasting_copy, execution, max_tokens=SHORT) == SHORT
     _idle(engine)
     if execution == "process":
-        assert frames.count("end") == 2 and frames.count("delta") < LONG // 2
+        assert frames.count("End") == 2 and frames.count("Delta") < LONG // 2
 
 
 # ---------------------------------------------------------------- async: the worker dies
@@ -319,7 +328,7 @@ def test_a_write_to_a_worker_that_is_gone_is_worker_died(own_copy):
         assert gone.stdout is not None and gone.stdout.read(1) == b"x"  # stdin is closed by now
         backend._proc = gone
         with pytest.raises(WorkerDiedError) as info:
-            backend._send(("call", 1, "load", ()))
+            backend._send(Call(1, "load", ()))
         assert f"the model worker process (pid {gone.pid}) is gone" in str(info.value)
         assert "the next call starts a new worker" in str(info.value)
         backend._cancel(1)  # a cancel that cannot be delivered is not an error
@@ -403,23 +412,23 @@ class _NeedsTwo(Exception):
 
 
 def test_an_exception_that_does_not_pickle_becomes_a_generation_error_with_its_text():
-    out = _portable(_Unpicklable("the runtime's own object"))
+    out = portable_exception(_Unpicklable("the runtime's own object"))
     assert type(out) is GenerationError and str(out) == "_Unpicklable: the runtime's own object"
-    out = _portable(_NeedsTwo("left", "right"))
+    out = portable_exception(_NeedsTwo("left", "right"))
     assert type(out) is GenerationError and str(out) == "_NeedsTwo: left"
     pickle.loads(pickle.dumps(out))
 
 
 def test_typed_errors_cross_the_boundary_with_their_fields():
     timeout = GenerationTimeoutError("ran out", phase="prefill")
-    assert _portable(timeout) is timeout
-    back = pickle.loads(pickle.dumps(_portable(timeout)))
+    assert portable_exception(timeout) is timeout
+    back = pickle.loads(pickle.dumps(portable_exception(timeout)))
     assert type(back) is GenerationTimeoutError and back.phase == "prefill"
     window = ContextWindowExceededError("too long", prompt_tokens=9, limit=8, window=10)
-    back = pickle.loads(pickle.dumps(_portable(window)))
+    back = pickle.loads(pickle.dumps(portable_exception(window)))
     assert (back.prompt_tokens, back.limit, back.window) == (9, 8, 10)
     config = ConfigError("bad", path="/x/genai_config.json")
-    assert pickle.loads(pickle.dumps(_portable(config))).path == Path("/x/genai_config.json")
+    assert pickle.loads(pickle.dumps(portable_exception(config))).path == Path("/x/genai_config.json")
 
 
 # ---------------------------------------------------------------- frames
@@ -432,12 +441,24 @@ def _frames(*messages: Any) -> bytes:
 
 @pytest.mark.parametrize("cut", [1, 3, 4, 5, -1])
 def test_a_torn_frame_reads_as_the_end_of_the_stream(cut):
-    data = _frames(("ready",), ("delta", 7, "text", [1, 2]))
-    first = len(_frames(("ready",)))
+    data = _frames(Ready(), Delta(7, "text", [1, 2]))
+    first = len(_frames(Ready()))
     stream = io.BytesIO(data[: first + cut] if cut > 0 else data[:cut])
-    assert read_frame(stream) == ("ready",)
+    assert read_frame(stream) == Ready()
     assert read_frame(stream) is None
     assert read_frame(io.BytesIO(b"")) is None
+
+
+def test_a_frame_is_a_named_message_and_anything_else_is_a_protocol_error():
+    """A frame carries a plain tuple (it pickles fast) that reads back as its named message."""
+    stream = io.BytesIO(_frames(Stream(4, [], None, 2.5), Delta(7, "text", [1, 2])))
+    first, second = read_frame(stream), read_frame(stream)
+    assert isinstance(first, Stream) and first.rid == 4 and first.timeout == 2.5
+    assert isinstance(second, Delta) and (second.text, second.token_ids) == ("text", [1, 2])
+    for raw in (("delta", 7, "text", [1]), (99, 1), (), "text"):
+        body = pickle.dumps(raw)
+        with pytest.raises(ProtocolError):
+            read_frame(io.BytesIO(len(body).to_bytes(4, "little") + body))
 
 
 def test_a_frame_that_does_not_unpickle_raises():
@@ -456,7 +477,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
 
     def tearing(data):
         message = real(data)
-        if message is not None and message[0] == "delta":
+        if isinstance(message, Delta):
             deltas.append(message)
             if len(deltas) == 3:  # after output reached the caller: the call cannot be sent again
                 raise pickle.UnpicklingError("pickle data was truncated")
@@ -520,6 +541,6 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
 
 def test_a_worker_started_with_a_bad_first_frame_exits(tmp_path):
     """The worker serves only after an init frame; anything else (or nothing) ends it."""
-    for data in (b"", _frames(("call", 1, "load", ()))):
+    for data in (b"", _frames(Call(1, "load", ()))):
         done = subprocess.run([sys.executable, "-m", "ryzenai_core.engine.worker"], input=data, capture_output=True, timeout=60)
         assert done.returncode == 0 and done.stdout == b""

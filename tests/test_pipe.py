@@ -22,7 +22,7 @@ import pytest
 from conftest import LASTING_MODEL, close_engines_under
 from ryzenai_core import ChatMessage, Engine, WorkerDiedError
 from ryzenai_core.engine import client as client_module
-from ryzenai_core.ipc import parse_frame
+from ryzenai_core.ipc import Delta, Stream, parse_frame
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
@@ -160,7 +160,7 @@ def test_a_torn_frame_replaces_the_worker(engine, monkeypatch):
 
     def tearing(data):
         message = parse_frame(data)
-        if message[0] == "delta":
+        if isinstance(message, Delta):
             seen.append(message)
             if len(seen) == 3:
                 raise pickle.UnpicklingError("pickle data was truncated")
@@ -200,7 +200,7 @@ def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, monkeypatc
 
     def parse(data):
         msg = real(data)
-        if msg[0] == "delta":
+        if isinstance(msg, Delta):
             seen.append(1)
             if len(seen) == 5:
                 closer = threading.Thread(target=e.close)
@@ -224,7 +224,7 @@ def test_close_before_a_streams_first_output_starts_no_new_worker(second):
 
     def send(message):
         real_send(message)
-        if message[0] == "stream":
+        if isinstance(message, Stream):
             sent.set()
 
     backend._send = send

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import GenerationError, RuntimeNotAvailableError, UnsupportedModelError, WorkerDiedError
-from ..ipc import read_frame, reap, write_frame
+from ..ipc import Error, Failed, Init, Ready, Result, Run, read_frame, reap, write_frame
 from ..spawn import popen_worker
 
 if TYPE_CHECKING:
@@ -151,21 +151,21 @@ class WorkerBackend:
         proc = popen_worker("ryzenai_core.embeddings.worker")
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            write_frame(proc.stdin, ("init", self.spec))
+            write_frame(proc.stdin, Init(self.spec))
             reply = read_frame(proc.stdout)
         except OSError:
             reply = None
-        if reply is None:
+        if not isinstance(reply, (Ready, Failed)):
             code = reap(proc)
             raise WorkerDiedError(
                 f"the embedding worker for {Path(self.spec.onnx_file).name} died while opening its session "
                 f"(exit code {code}; an execution provider crash?). The next call starts a new worker"
             )
-        if reply[0] == "failed":
+        if isinstance(reply, Failed):
             reap(proc)
-            raise reply[1]
+            raise reply.error
         self.pid = proc.pid
-        log.info("embedding worker %s started for %s (%s)", proc.pid, self.spec.onnx_file, reply[1])
+        log.info("embedding worker %s started for %s (%s)", proc.pid, self.spec.onnx_file, reply.info)
         return proc
 
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
@@ -181,20 +181,20 @@ class WorkerBackend:
             assert proc.stdin is not None and proc.stdout is not None
             self._ids += 1
             try:
-                write_frame(proc.stdin, ("run", self._ids, ids, mask, types))
+                write_frame(proc.stdin, Run(self._ids, ids, mask, types))
                 reply = read_frame(proc.stdout)
             except OSError:
                 reply = None
-            if reply is None:
+            if not isinstance(reply, (Result, Error)):
                 self.proc = None
                 code = reap(proc)
                 raise WorkerDiedError(
                     f"the embedding worker {proc.pid} died (exit code {code}) while embedding a batch of "
                     f"{ids.shape[0]} x {ids.shape[1]} tokens; this call failed, the next call starts a new worker"
                 )
-            if reply[0] == "error":
-                raise reply[2]
-            vectors: np.ndarray = reply[2]
+            if isinstance(reply, Error):
+                raise reply.error
+            vectors: np.ndarray = reply.value
             return vectors
 
     def close(self) -> None:

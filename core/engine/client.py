@@ -20,7 +20,27 @@ from ..errors import GenerationError, GenerationTimeoutError, WorkerDiedError
 from ..generation.call import Phase
 from ..generation.session import SessionKey
 from ..generation.streaming import Chunk
-from ..ipc import PIPE_BUFFER, parse_frame, read_frame, read_frame_bytes, reap, write_frame
+from ..ipc import (
+    PIPE_BUFFER,
+    Call,
+    Cancel,
+    Delta,
+    End,
+    Error,
+    Failed,
+    Init,
+    Message,
+    Output,
+    PhaseReport,
+    Ready,
+    Result,
+    Stream,
+    parse_frame,
+    read_frame,
+    read_frame_bytes,
+    reap,
+    write_frame,
+)
 from ..messages import RawPrompt
 from ..spawn import popen_worker
 from .inflight import Backend, PendingCall
@@ -35,15 +55,15 @@ STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
 
 
-def read_first_frame(proc: subprocess.Popen[bytes]) -> Any:
-    """The worker's first frame.
+def read_first_frame(proc: subprocess.Popen[bytes]) -> Message | None:
+    """The worker's first message; None if it exits or tears it.
 
-    None if it exits or tears it, "silent" if it sends nothing within :data:`START_TIMEOUT`
-    seconds (it is killed then).
+    Raises:
+        GenerationError: it sent nothing within :data:`START_TIMEOUT` seconds (it is killed then).
     """
     assert proc.stdout is not None
     stdout = proc.stdout
-    got: list[Any] = []
+    got: list[Message | None] = []
 
     def read() -> None:
         try:
@@ -58,7 +78,11 @@ def read_first_frame(proc: subprocess.Popen[bytes]) -> Any:
         logger.warning("the model worker (pid %s) sent nothing within %s s; stopping it", proc.pid, START_TIMEOUT)
         proc.kill()
         reader.join(10)
-        return "silent"
+        raise GenerationError(
+            f"the model worker did not start within {START_TIMEOUT:g} s (RYZENAI_LLM_START_TIMEOUT) "
+            "and was stopped; see its stderr above. A machine under heavy load may need more: "
+            "raise RYZENAI_LLM_START_TIMEOUT"
+        )
     return got[0] if got else None
 
 
@@ -79,7 +103,7 @@ class WorkerClient(Backend):
         self._proc: subprocess.Popen[bytes] | None = None
         self._start_lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._handlers: dict[int, Callable[[tuple[Any, ...]], None]] = {}
+        self._handlers: dict[int, Callable[[Message], None]] = {}
         self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
         self._streams: dict[int, PendingCall] = {}  # open streams, oldest first
         self._running: int | None = None  # the stream the worker is working on
@@ -99,20 +123,18 @@ class WorkerClient(Backend):
             proc = popen_worker("ryzenai_core.engine.worker", bufsize=PIPE_BUFFER)
             assert proc.stdin is not None and proc.stdout is not None
             try:
-                write_frame(proc.stdin, ("init", self.key), self._write_lock)
+                write_frame(proc.stdin, Init(self.key), self._write_lock)
             except OSError:  # it exited before reading
                 pass
-            ready = read_first_frame(proc)
-            if ready != ("ready",):
+            try:
+                ready = read_first_frame(proc)
+            except GenerationError:  # silent: killed
+                reap(proc, timeout=10)
+                raise
+            if not isinstance(ready, Ready):
                 code = reap(proc, timeout=10)
-                if isinstance(ready, tuple) and ready[0] == "failed":
-                    raise ready[1]  # the session could not start (a package that broke since): its own error
-                if ready == "silent":
-                    raise GenerationError(
-                        f"the model worker did not start within {START_TIMEOUT:g} s (RYZENAI_LLM_START_TIMEOUT) "
-                        "and was stopped; see its stderr above. A machine under heavy load may need more: "
-                        "raise RYZENAI_LLM_START_TIMEOUT"
-                    )
+                if isinstance(ready, Failed):
+                    raise ready.error  # the session could not start (a package that broke since): its own error
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
             self._proc = proc
             threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
@@ -147,20 +169,20 @@ class WorkerClient(Backend):
         finally:
             self._died(proc)
 
-    def _dispatch(self, msg: tuple[Any, ...]) -> None:
+    def _dispatch(self, msg: Message) -> None:
         """Hand a message from the worker to its call."""
-        kind = msg[0]
-        if kind == "delta":  # the compact frame of a text-only chunk (see worker.py)
-            msg = ("chunk", msg[1], Chunk(text=msg[2], token_ids=msg[3]))
-        elif kind == "phase":
-            self._running = msg[1]
-            stream = self._streams.get(msg[1])
+        if isinstance(msg, PhaseReport):
+            self._running = msg.rid
+            stream = self._streams.get(msg.rid)
             if stream is not None:
-                stream.control.phase = Phase(msg[2])
+                stream.control.phase = Phase(msg.phase)
             return
-        elif kind in ("end", "error") and self._running == msg[1]:
-            self._running = None
-        handler = self._handlers.get(msg[1])
+        if isinstance(msg, (End, Error)):
+            if self._running == msg.rid:
+                self._running = None
+        elif not isinstance(msg, (Delta, Output, Result)):
+            return  # nothing a call waits for (a worker speaks first only once)
+        handler = self._handlers.get(msg.rid)
         if handler is not None:
             handler(msg)
 
@@ -175,13 +197,12 @@ class WorkerClient(Backend):
         )
         for rid, handler in list(self._handlers.items()):
             if self._sent_to.get(rid) == proc.pid:
-                handler(("error", rid, err))
+                handler(Error(rid, err))
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: Stream | Call) -> None:
         proc = self._ensure()
         assert proc.stdin is not None
-        if message[0] in ("stream", "call"):
-            self._sent_to[message[1]] = proc.pid
+        self._sent_to[message.rid] = proc.pid
         try:
             write_frame(proc.stdin, message, self._write_lock)
         except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
@@ -189,7 +210,7 @@ class WorkerClient(Backend):
                 f"the model worker process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
             ) from exc
 
-    def _register(self, handler: Callable[[tuple[Any, ...]], None]) -> int:
+    def _register(self, handler: Callable[[Message], None]) -> int:
         rid = next(self._ids)
         self._handlers[rid] = handler
         return rid
@@ -202,35 +223,39 @@ class WorkerClient(Backend):
     # -- calls
     def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         """Run a session method in the worker and wait for its result (up to ``timeout`` seconds)."""
-        q: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        q: queue.SimpleQueue[Message] = queue.SimpleQueue()
         rid = self._register(q.put)
         try:
-            self._send(("call", rid, method, args))
+            self._send(Call(rid, method, args))
             try:
                 msg = q.get(timeout=timeout)
             except queue.Empty:
                 raise GenerationTimeoutError(f"{method} took longer than timeout={timeout} s", phase=method) from None
         finally:
             self._forget(rid)
-        if msg[0] == "error":
-            raise msg[2]
-        return msg[2]
+        if isinstance(msg, Error):
+            raise msg.error
+        assert isinstance(msg, Result)
+        return msg.value
 
     def launch(self, call: PendingCall) -> None:
         """Send a stream to the worker (to a new one, if it died before the request reached it)."""
         if not call.rid:
 
-            def handler(msg: tuple[Any, ...]) -> None:
-                kind = msg[0]
-                if kind == "chunk":
+            def handler(msg: Message) -> None:
+                if isinstance(msg, Delta):  # the compact message of a text-only chunk (see worker.chunk_message)
                     call.started_output = True
-                    call.put(("chunk", msg[2]))
-                elif kind == "end":
-                    call.put(("end", None))
-                elif not self._closed and call.may_retry(msg[2]):  # a closed engine starts no new worker
-                    threading.Thread(target=self._resend, args=(call,), daemon=True).start()
-                else:
-                    call.put(("error", msg[2]))
+                    call.put(Chunk(text=msg.text, token_ids=msg.token_ids))
+                elif isinstance(msg, Output):
+                    call.started_output = True
+                    call.put(msg.chunk)
+                elif isinstance(msg, End):
+                    call.put(None)
+                elif isinstance(msg, Error):
+                    if not self._closed and call.may_retry(msg.error):  # a closed engine starts no new worker
+                        threading.Thread(target=self._resend, args=(call,), daemon=True).start()
+                    else:
+                        call.put(msg.error)
 
             call.rid = self._register(handler)
         control, request = call.control, call.request
@@ -238,7 +263,7 @@ class WorkerClient(Backend):
         self._streams[call.rid] = call
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
         try:
-            self._send(("stream", call.rid, messages, request.options, control.timeout))
+            self._send(Stream(call.rid, messages, request.options, control.timeout))
         except WorkerDiedError as exc:  # it died before the request reached it: resent as the policy says
             if self._closed or not call.may_retry(exc):
                 raise
@@ -259,7 +284,7 @@ class WorkerClient(Backend):
             if call.rid in self._handlers:  # its caller may have left during the load
                 self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
-            call.put(("error", exc))
+            call.put(exc)
 
     def on_wait(self, call: PendingCall) -> None:
         """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
@@ -308,7 +333,7 @@ class WorkerClient(Backend):
             return
         assert proc.stdin is not None
         try:
-            write_frame(proc.stdin, ("cancel", rid), self._write_lock)
+            write_frame(proc.stdin, Cancel(rid), self._write_lock)
         except (OSError, ValueError):  # ValueError: its pipe was closed (it died just now)
             pass
 

@@ -1,7 +1,7 @@
 """The in-flight call and its one wait loop, and the contract of a backend.
 
 :class:`PendingCall` is one call seen from its caller: the backend puts items on its queue
-(``("chunk", Chunk)``, ``("end", None)``, ``("error", exception)``); :func:`next_item` and
+(an :data:`Item`: a chunk, the end or an error); :func:`next_item` and
 :func:`anext_item` are the sync and async waits, each with the caller's deadline.
 :class:`Backend` runs a call (:mod:`.inline` in this process, :mod:`.client` in a worker) and
 owns the two stream loops built on those waits.
@@ -14,7 +14,6 @@ import logging
 import queue
 import time
 from collections.abc import AsyncGenerator, Callable, Generator
-from typing import Any
 
 from ..errors import GenerationTimeoutError, WorkerDiedError
 from ..generation.call import CallControl, CallSpec
@@ -26,6 +25,7 @@ __all__ = [
     "POLL",
     "REPORT_MARGIN",
     "Backend",
+    "Item",
     "PendingCall",
     "anext_item",
     "caller_deadline",
@@ -40,13 +40,16 @@ logger = logging.getLogger(__name__)
 REPORT_MARGIN = 0.5
 POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
 
+#: What a backend hands a waiting caller: a chunk, None (the end) or the call's error.
+Item = Chunk | BaseException | None
+
 
 class PendingCall:
     """One call in flight, seen from its caller: what the sync and the async wait decide.
 
-    The backend puts items ``(kind, value)``: ``("chunk", Chunk)``, ``("end", None)`` or
-    ``("error", exception)``. :meth:`take` turns an item into a chunk, the end (None) or
-    an exception; :meth:`waited` runs when nothing arrived within :meth:`wait_slice`.
+    The backend puts :data:`Item` s: a chunk, None at the end, or the call's error.
+    :meth:`take` returns a chunk or the end (None), or raises the error; :meth:`waited` runs
+    when nothing arrived within :meth:`wait_slice`.
     """
 
     __slots__ = (
@@ -68,7 +71,7 @@ class PendingCall:
         # Its clock starts once the model is loaded (start_clock).
         self.control = CallControl(CallSpec.of(request.options, request.timeout, request.max_retries))
         self.reader = ReadWatch()  # whether the caller reads the stream (the scheduler's)
-        self.put: Callable[[tuple[str, Any]], None] = lambda item: None
+        self.put: Callable[[Item], None] = lambda item: None
         self.rid = 0
         self.done = False
         self.started_output = False  # a chunk was produced (the producer's side)
@@ -90,23 +93,22 @@ class PendingCall:
             raise self.backend.timed_out(self)
         self.backend.on_wait(self)
 
-    def take(self, item: tuple[str, Any]) -> Chunk | None:
-        """The chunk an item carries, or None at the end.
+    def take(self, item: Item) -> Chunk | None:
+        """The chunk, or None at the end.
 
         Raises:
             the call's error.
         """
-        kind, value = item
-        if kind == "chunk":
-            self.control.tokens += len(value.token_ids)
+        if isinstance(item, Chunk):
+            self.control.tokens += len(item.token_ids)
             self.reader.handed()
-            return value  # type: ignore[no-any-return]
+            return item
         self.done = True
-        if kind == "end":
+        if item is None:
             if self.reader.preempted:
                 raise abandoned_error(self.control.tokens)
             return None
-        raise value
+        raise item
 
     def may_retry(self, exc: BaseException) -> bool:
         """Whether a call whose worker died (``exc``) goes to a new worker (producer's side)."""
@@ -123,7 +125,7 @@ class PendingCall:
         return False
 
 
-def next_item(q: queue.SimpleQueue[tuple[str, Any]], call: PendingCall) -> tuple[str, Any]:
+def next_item(q: queue.SimpleQueue[Item], call: PendingCall) -> Item:
     """The next item of a call's queue, waited for with the call's deadline (the sync wait)."""
     call.reader.reading()
     while True:
@@ -133,7 +135,7 @@ def next_item(q: queue.SimpleQueue[tuple[str, Any]], call: PendingCall) -> tuple
             call.waited()
 
 
-async def anext_item(aq: asyncio.Queue[tuple[str, Any]], call: PendingCall) -> tuple[str, Any]:
+async def anext_item(aq: asyncio.Queue[Item], call: PendingCall) -> Item:
     """Async twin of :func:`next_item`."""
     call.reader.reading()
     while True:
@@ -189,7 +191,7 @@ class Backend:
 
     def stream(self, request: Request) -> Generator[Chunk, None, None]:
         """Run ``request``; its chunks as they come (the sync wait)."""
-        q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        q: queue.SimpleQueue[Item] = queue.SimpleQueue()
         call = PendingCall(self, request)
         call.put = q.put
         try:
@@ -205,10 +207,10 @@ class Backend:
     async def astream(self, request: Request) -> AsyncGenerator[Chunk, None]:
         """Async twin of :meth:`stream`."""
         loop = asyncio.get_running_loop()
-        aq: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        aq: asyncio.Queue[Item] = asyncio.Queue()
         call = PendingCall(self, request)
 
-        def put(item: tuple[str, Any]) -> None:
+        def put(item: Item) -> None:
             try:
                 loop.call_soon_threadsafe(aq.put_nowait, item)
             except RuntimeError:  # the caller's event loop is closed: nobody reads this call

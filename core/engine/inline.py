@@ -45,10 +45,10 @@ class InlineBackend(Backend):
         def produce() -> None:
             try:
                 for chunk in self.session.stream(request.messages, request.options, call.control, call.reader):
-                    put(("chunk", chunk))
-                put(("end", None))
+                    put(chunk)
+                put(None)
             except BaseException as exc:  # noqa: BLE001 - every failure goes to the caller
-                put(("error", exc))
+                put(exc)
 
         threading.Thread(target=produce, daemon=True, name="ryzenai-inline-generation").start()
 

@@ -1,21 +1,15 @@
 """The model worker: a process that owns one :class:`~ryzenai_core.generation.session.Session`.
 
 Started by :class:`~ryzenai_core.engine.client.WorkerClient` as ``python -m ryzenai_core.engine.worker``
-(not multiprocessing's spawn, which re-runs the user's main module on Windows). Frames on
-stdin/stdout are a 4-byte little-endian length and a pickle (both ends are this package)::
+(not multiprocessing's spawn, which re-runs the user's main module on Windows); it speaks the
+messages of :mod:`ryzenai_core.ipc` and runs under its :func:`~ryzenai_core.ipc.serve`.
 
-    caller -> worker   ("init", key) | ("stream", id, messages, options, timeout)
-                       | ("call", id, method, args) | ("cancel", id)
-    worker -> caller   ("ready",) | ("failed", exception) | ("phase", id, name) | ("chunk", id, Chunk)
-                       | ("delta", id, text, token_ids) | ("end", id) | ("result", id, value)
-                       | ("error", id, exception)
-
-A generation reports its phases (``preparing``, ``prefill``, ``generating``): the caller
-then knows where a call that ran out of time was, and which call the worker is busy with.
-The timeout of a stream counts from its arrival here (a queue wait included).
-
-A chunk that carries only text and token ids (every token but the last) travels as a
-"delta" tuple: a tuple pickles in a fraction of the time a dataclass does.
+A generation (:class:`~ryzenai_core.ipc.Stream`) reports its phases (``preparing``,
+``prefill``, ``generating``): the caller then knows where a call that ran out of time was, and
+which call the worker is busy with. The timeout of a stream counts from its arrival here (a
+queue wait included). A chunk that carries only text and token ids (every token but the last)
+travels as a :class:`~ryzenai_core.ipc.Delta`: its frame pickles in a fraction of the time a
+:class:`~ryzenai_core.generation.streaming.Chunk` does.
 
 Generations run one at a time, in arrival order, on one thread; calls (render, count
 tokens, encode, decode) on another, so counting tokens does not wait for a long answer.
@@ -25,24 +19,34 @@ worker exits when its stdin closes (the caller exited or closed it).
 
 from __future__ import annotations
 
-import functools
-import os
 import queue
-import signal
 import threading
 from typing import Any
 
 from ..generation.call import CallControl, CallSpec, Cancellation
+from ..generation.session import Session, SessionKey
 from ..generation.streaming import Chunk
-from ..ipc import portable_exception as _portable
-from ..ipc import read_frame, write_frame
-from ..spawn import worker_streams
+from ..ipc import (
+    Call,
+    Cancel,
+    Delta,
+    End,
+    Error,
+    Message,
+    Output,
+    PhaseReport,
+    Result,
+    Send,
+    Stream,
+    portable_exception,
+    serve,
+)
 
-__all__ = ["main"]
+__all__ = ["CALLS", "ModelWorker", "chunk_message", "main"]
 
 
-def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
-    """The frame for one chunk: a bare delta when nothing but text and token ids is set."""
+def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
+    """The message for one chunk: a bare :class:`~ryzenai_core.ipc.Delta` when nothing but text and token ids is set."""
     if (
         chunk.finish_reason is None  # a middle chunk: no usage, timings, plan, stop or dropped messages
         and not chunk.reasoning
@@ -54,104 +58,89 @@ def _wire(rid: int, chunk: Chunk) -> tuple[Any, ...]:
         and chunk.stop_sequence is None
         and chunk.provider is None
     ):
-        return ("delta", rid, chunk.text, chunk.token_ids)
-    return ("chunk", rid, chunk)
+        return Delta(rid, chunk.text, chunk.token_ids)
+    return Output(rid, chunk)
 
 
 #: Session methods a caller may run in the worker (besides generations).
-_CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load"})
+CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load"})
 
 
-def _send_phase(send: Any, rid: int, phase: str) -> None:
-    send(("phase", rid, str(phase)))  # the wire carries the plain value
+class _PhaseReporter:
+    """A stream's phase callback: sends :class:`~ryzenai_core.ipc.PhaseReport` for it."""
+
+    __slots__ = ("rid", "send")
+
+    def __init__(self, send: Send, rid: int) -> None:
+        self.send, self.rid = send, rid
+
+    def __call__(self, phase: str) -> None:
+        self.send(PhaseReport(self.rid, str(phase)))  # the wire carries the plain value
+
+
+class ModelWorker:
+    """One session, served: generations on one thread, calls on another, cancels at once."""
+
+    info = None
+
+    def __init__(self, key: SessionKey, send: Send) -> None:
+        self.session = Session(key)
+        self.send = send
+        self.generations: queue.SimpleQueue[Stream] = queue.SimpleQueue()  # C queues: a hand-over without Python locks
+        self.calls: queue.SimpleQueue[Call] = queue.SimpleQueue()
+        self.cancels: dict[int, Cancellation] = {}
+        self.controls: dict[int, CallControl] = {}
+        for target in (self._run_generations, self._run_calls):
+            threading.Thread(target=target, daemon=True).start()
+
+    def handle(self, message: Message) -> None:
+        """Queue a stream or a call; a cancel stops its stream at once."""
+        if isinstance(message, Stream):
+            cancel = self.cancels.setdefault(message.rid, Cancellation())
+            spec = CallSpec.of(message.options, message.timeout)
+            control = self.controls[message.rid] = CallControl(spec, cancel, _PhaseReporter(self.send, message.rid))
+            control.start_clock()  # the timeout counts from its arrival here (a queue wait included)
+            self.generations.put(message)
+        elif isinstance(message, Call):
+            self.calls.put(message)
+        elif isinstance(message, Cancel) and (stop := self.cancels.get(message.rid)) is not None:
+            stop.set()
+
+    def _run_generations(self) -> None:
+        send, session = self.send, self.session
+        while True:
+            item = self.generations.get()
+            rid = item.rid
+            control = self.controls.pop(rid)
+            try:
+                for chunk in session.stream(item.messages, item.options, control):
+                    send(chunk_message(rid, chunk))
+                send(End(rid))
+            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+                send(Error(rid, portable_exception(exc)))
+            finally:
+                self.cancels.pop(rid, None)
+
+    def _run_calls(self) -> None:
+        while True:
+            item = self.calls.get()
+            try:
+                if item.method not in CALLS:
+                    raise ValueError(f"unknown worker call {item.method!r}")
+                value: Any
+                if item.method == "load":
+                    self.session.load()
+                    value = self.session.load_seconds
+                else:
+                    value = getattr(self.session, item.method)(*item.args)
+                self.send(Result(item.rid, value))
+            except BaseException as exc:  # noqa: BLE001
+                self.send(Error(item.rid, portable_exception(exc)))
 
 
 def main() -> None:
     """Serve one model until stdin closes."""
-    # Ctrl-C in the terminal reaches the whole process group: the caller handles it (and
-    # cancels the call); the worker must not die of it.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    inp, out = worker_streams()  # anything else printed to stdout (native code included) goes to stderr
-    lock = threading.Lock()
-
-    def send(message: Any) -> None:
-        write_frame(out, message, lock)
-
-    init = read_frame(inp)
-    if init is None or init[0] != "init":
-        return
-    from ..generation.session import Session
-
-    try:
-        session = Session(init[1])
-    except BaseException as exc:  # noqa: BLE001 - the caller raises it; its next call starts a new worker
-        send(("failed", _portable(exc)))
-        return
-    send(("ready",))
-
-    generations: queue.SimpleQueue[Any] = queue.SimpleQueue()  # C queues: a hand-over without Python locks
-    calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    cancels: dict[int, Cancellation] = {}
-    controls: dict[int, CallControl] = {}
-
-    def run_generations() -> None:
-        while True:
-            item = generations.get()
-            if item is None:
-                return
-            rid, messages, options = item[1], item[2], item[3]
-            control = controls.pop(rid)
-            try:
-                for chunk in session.stream(messages, options, control):
-                    send(_wire(rid, chunk))
-                send(("end", rid))
-            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
-                send(("error", rid, _portable(exc)))
-            finally:
-                cancels.pop(rid, None)
-
-    def run_calls() -> None:
-        while True:
-            item = calls.get()
-            if item is None:
-                return
-            _, rid, method, args = item
-            try:
-                if method not in _CALLS:
-                    raise ValueError(f"unknown worker call {method!r}")
-                value: Any
-                if method == "load":
-                    session.load()
-                    value = session.load_seconds
-                else:
-                    value = getattr(session, method)(*args)
-                send(("result", rid, value))
-            except BaseException as exc:  # noqa: BLE001
-                send(("error", rid, _portable(exc)))
-
-    threads = [threading.Thread(target=run_generations, daemon=True), threading.Thread(target=run_calls, daemon=True)]
-    for t in threads:
-        t.start()
-    while True:
-        msg = read_frame(inp)
-        if msg is None:
-            break
-        kind = msg[0]
-        if kind == "stream":
-            rid = msg[1]
-            cancel = cancels.setdefault(rid, Cancellation())
-            spec = CallSpec.of(msg[3], msg[4] if len(msg) > 4 else None)
-            control = controls[rid] = CallControl(spec, cancel, functools.partial(_send_phase, send, rid))
-            control.start_clock()
-            generations.put(msg)
-        elif kind == "call":
-            calls.put(msg)
-        elif kind == "cancel" and (event := cancels.get(msg[1])) is not None:
-            event.set()
-    # Exit at once, without cancelling: a cancelled generation would send "end" first, and the
-    # caller would take a stream cut short for a finished one (it gets WorkerDiedError instead).
-    out.flush()
-    os._exit(0)  # do not wait for a generation nobody will read
+    serve(ModelWorker)
 
 
 if __name__ == "__main__":
