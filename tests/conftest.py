@@ -149,12 +149,7 @@ def close_engines_under(folder: Path) -> None:
     """Close (and forget) every shared engine on a model under ``folder``."""
     from ryzenai_core import Engine
 
-    with Engine._registry_lock:
-        keys = [k for k in Engine._registry if Path(k[0].path).is_relative_to(folder)]
-        engines = [Engine._registry.pop(k) for k in keys]
-        for k in [k for k in Engine._npu if Path(k[0]).is_relative_to(folder)]:
-            del Engine._npu[k]
-    for engine in engines:
+    for engine in Engine.registry.forget(lambda slot: Path(slot.key.path).is_relative_to(folder)):
         engine.close()
 
 

@@ -147,13 +147,14 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
 @pytest.mark.parametrize("row", sorted(ROWS))
 def test_bad_input(row, execution, tmp_path, monkeypatch):
     action, error, fragments = ROWS[row]
-    before = set(Engine._registry)
+    before = set(Engine.registry.engines())
     try:
         with pytest.raises(error) as info:
             action(tmp_path, execution)
     finally:
-        for key in set(Engine._registry) - before - {(shared(execution).key, execution)}:
-            Engine._registry.pop(key).close()  # engines the row made: their workers end now
+        made = set(Engine.registry.engines()) - before - {(shared(execution).key, execution)}
+        for engine in Engine.registry.forget(made.__contains__):
+            engine.close()  # engines the row made: their workers end now
     message = str(info.value)
     for fragment in fragments:
         assert fragment in message, f"{row}: {fragment!r} not in {message!r}"

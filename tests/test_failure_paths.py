@@ -36,6 +36,7 @@ from ryzenai_core import (
 from ryzenai_core.engine import client as client_module
 from ryzenai_core.engine.client import WorkerClient
 from ryzenai_core.engine.inline import InlineBackend
+from ryzenai_core.engine.registry import Registry
 from ryzenai_core.errors import ContextWindowExceededError
 from ryzenai_core.ipc import (
     Call,
@@ -517,7 +518,7 @@ def test_close_during_a_stream_ends_it_with_worker_died(own_lasting):
 
 
 def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_path, monkeypatch):
-    monkeypatch.setattr(Engine, "_registry", {})
+    monkeypatch.setattr(Engine, "registry", Registry())
     a = Engine.get(copy_package(TINY_LLAMA, "a"), execution="process")
     b = Engine.get(copy_package(TINY_LLAMA, "b"), execution="process")
     inline = Engine.get(copy_package(TINY_LLAMA, "c"), execution="inline")

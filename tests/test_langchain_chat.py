@@ -116,10 +116,10 @@ def aggregate(chunks: list[AIMessageChunk]) -> AIMessageChunk:
 
 # ---------------------------------------------------------------------- construction and identity
 def test_construction_is_cheap_and_loads_nothing():
-    before = dict(Engine._registry)
+    before = Engine.registry.engines()
     for _ in range(200):
         ChatRyzenAI(model="/no/such/package", temperature=0)
-    assert Engine._registry == before  # nothing opened, nothing loaded
+    assert Engine.registry.engines() == before  # nothing opened, nothing loaded
     llm = ChatRyzenAI(model="/no/such/package")  # never opened until the first call
     with pytest.raises(ModelNotFoundError, match="model folder '/no/such/package' does not exist"):
         llm.invoke("hi")

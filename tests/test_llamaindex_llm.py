@@ -115,10 +115,10 @@ class Album(BaseModel):
 
 # ---------------------------------------------------------------------- construction and metadata
 def test_construction_is_cheap_and_loads_nothing():
-    before = dict(Engine._registry)
+    before = Engine.registry.engines()
     llms = [RyzenAILLM(model=str(TINY_QWEN3)) for _ in range(20)]
     assert all(llm._engine is None for llm in llms)
-    assert Engine._registry == before  # nothing opened, nothing loaded
+    assert Engine.registry.engines() == before  # nothing opened, nothing loaded
     assert RyzenAILLM.class_name() == "RyzenAILLM"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -142,5 +143,19 @@ def test_cpu_runs_keep_an_engine_per_thread_count(copy_package, tmp_path):
         plain = copy_package(TINY_QWEN3)
         assert Engine.get(plain, num_threads=1) is not Engine.get(plain, num_threads=2)
         assert Engine.get(plain, num_threads=1) is Engine.get(plain, num_threads=1)
+    finally:
+        close_engines_under(tmp_path)
+
+
+def test_an_npu_engine_forgotten_by_every_slot_is_not_shared_again(copy_package, tmp_path):
+    """The registry hands the shared NPU engine to a new thread count only while a slot still holds it."""
+    folder = copy_package(NPU_4K)
+    try:
+        two = Engine.get(folder, num_threads=2, execution="inline")
+        assert Engine.get(folder, num_threads=4, execution="inline") is two
+        Engine.registry.forget(lambda slot: slot.key.num_threads == 2 and Path(slot.key.path) == folder.resolve())
+        assert Engine.get(folder, num_threads=8, execution="inline") is two  # the num_threads=4 slot holds it
+        Engine.registry.forget(lambda slot: Path(slot.key.path) == folder.resolve())
+        assert Engine.get(folder, num_threads=2, execution="inline") is not two
     finally:
         close_engines_under(tmp_path)

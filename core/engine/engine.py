@@ -22,16 +22,15 @@ Set the default with the ``RYZENAI_LLM_EXECUTION`` environment variable.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import json
 import logging
 import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from ..errors import InvalidRequestError, RyzenAIError
+from ..errors import InvalidRequestError
 from ..generation.session import SessionKey
 from ..generation.streaming import Chunk
 from ..messages import ChatMessage, RawPrompt
@@ -43,8 +42,9 @@ from ..prompt.templates import ChatTemplate, PackageTemplates
 from ..request import Request
 from .client import WorkerClient
 from .inline import InlineBackend
+from .registry import Registry, Slot, folder_identity
 
-__all__ = ["Completion", "Engine", "Execution", "aggregate"]
+__all__ = ["Completion", "Engine", "Execution", "aaggregate", "aggregate"]
 
 Execution = Literal["process", "inline"]
 ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
@@ -76,30 +76,19 @@ def aggregate(chunks: Iterator[Chunk]) -> Completion:
     return out
 
 
-def folder_identity(name: str) -> tuple[int, int] | None:
-    """(device, inode) of what ``name`` names in the file system (a symlink's target), None if nothing."""
-    try:
-        st = os.stat(name)
-    except (OSError, ValueError):
-        return None
-    return (st.st_dev, st.st_ino)
+async def aaggregate(chunks: AsyncIterator[Chunk]) -> Completion:
+    """Async twin of :func:`aggregate`."""
+    out = Completion()
+    async for chunk in chunks:
+        out.add(chunk)
+    return out
 
 
-def npu_identity(key: SessionKey, package: ModelPackage, mode: str) -> tuple[Any, ...] | None:
-    """What decides a generation of a Ryzen AI package on its own provider; None for other runs.
-
-    The model runs on the NPU there: the CPU thread count does not change a generation, and a
-    release matters only through the budget it gives (two releases with the same prompt limit
-    plan the same calls). Engines with the same identity share one loaded model, so the NPU
-    never holds two copies of it. A CPU run keeps its thread count (it is its speed).
-    """
-    if not package.is_ryzenai or key.provider is not None:
-        return None
-    try:
-        budget = dataclasses.replace(package.budget, prompt_limit_source="")
-    except RyzenAIError:  # a package whose budget cannot be read: its calls say why, nothing is shared
-        return None
-    return (key.path, key.session_options, mode, budget)
+def _request(
+    messages: Sequence[ChatMessage] | RawPrompt, options: GenerationOptions | None, timeout: float | None
+) -> Request:
+    """The request that :meth:`Engine.stream` and :meth:`Engine.astream` run (the default options when None)."""
+    return Request(messages, options or GenerationOptions(), timeout)
 
 
 class Engine:
@@ -111,12 +100,8 @@ class Engine:
     budget.
     """
 
-    _registry: dict[tuple[SessionKey, str], Engine] = {}
-    #: how callers named a model (name and settings) -> the folder the name named then, and the registry key
-    _asked: dict[tuple[Any, ...], tuple[tuple[int, int] | None, tuple[SessionKey, str]]] = {}
-    #: Ryzen AI packages on their own provider: what decides a generation (see :func:`npu_identity`) -> engine
-    _npu: dict[tuple[Any, ...], Engine] = {}
-    _registry_lock = threading.Lock()
+    #: the shared engines, by slot, by NPU identity and by the names callers used
+    registry: ClassVar[Registry[Engine]] = Registry()
 
     def __init__(self, key: SessionKey, execution: Execution, package: ModelPackage | None = None) -> None:
         if execution not in ("process", "inline"):
@@ -149,7 +134,7 @@ class Engine:
         check_runtime_settings(provider, num_threads)
         mode = execution or os.environ.get(ENV_EXECUTION, "process")
         options = json.dumps(dict(session_options), sort_keys=True) if session_options else "{}"
-        asked = folder = None
+        name = None
         if not isinstance(model, ModelPackage):
             # A call names its model the same way every time: remember where the name led, so
             # a call does not look the model up again, as long as the name still names the
@@ -157,35 +142,12 @@ class Engine:
             # per process).
             asked = (os.fspath(model), provider, num_threads, release, mode, options)
             folder = folder_identity(asked[0])
-            known = cls._asked.get(asked)
-            if known is not None and known[0] == folder and (engine := cls._registry.get(known[1])) is not None:
+            if (engine := cls.registry.named(asked, folder)) is not None:
                 return engine
+            name = (asked, folder)
         path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
         key = SessionKey(str(path.resolve()), provider, num_threads, release, options)
-        with cls._registry_lock:
-            engine = cls._registry.get((key, mode))
-            if engine is None:
-                package = ModelPackage.open(key.path, release=release)
-                shared = npu_identity(key, package, mode)
-                engine = cls._npu.get(shared) if shared is not None else None
-                if engine is None:
-                    engine = cls(key, mode, package)  # type: ignore[arg-type]
-                    if shared is not None:
-                        cls._npu[shared] = engine
-                else:
-                    logger.info(
-                        "%s: num_threads=%s, release=%s share the loaded model of num_threads=%s, release=%s "
-                        "(the same generation on the NPU; the model is not loaded twice)",
-                        package.name,
-                        num_threads,
-                        release,
-                        engine.key.num_threads,
-                        engine.key.release,
-                    )
-                cls._registry[(key, mode)] = engine
-            if asked is not None:
-                cls._asked[asked] = (folder, (key, mode))
-            return engine
+        return cls.registry.get(Slot(key, mode), lambda package: cls(key, mode, package), name)  # type: ignore[arg-type]
 
     @property
     def budget(self) -> ContextBudget:
@@ -225,7 +187,7 @@ class Engine:
         timeout: float | None = None,
     ) -> Iterator[Chunk]:
         """:meth:`run` of a request made of these parts."""
-        return self.run(Request(messages, options or GenerationOptions(), timeout))
+        return self.run(_request(messages, options, timeout))
 
     def astream(
         self,
@@ -235,7 +197,7 @@ class Engine:
         timeout: float | None = None,
     ) -> AsyncIterator[Chunk]:
         """:meth:`arun` of a request made of these parts."""
-        return self.arun(Request(messages, options or GenerationOptions(), timeout))
+        return self.arun(_request(messages, options, timeout))
 
     def generate(
         self,
@@ -255,10 +217,7 @@ class Engine:
         timeout: float | None = None,
     ) -> Completion:
         """Async twin of :meth:`generate`."""
-        out = Completion()
-        async for chunk in self.astream(messages, options, timeout=timeout):
-            out.add(chunk)
-        return out
+        return await aaggregate(self.astream(messages, options, timeout=timeout))
 
     # -- tokens
     def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> int:
@@ -305,9 +264,7 @@ class Engine:
     @classmethod
     def close_all(cls) -> None:
         """Close every shared engine (called at interpreter exit)."""
-        with cls._registry_lock:
-            engines = list(cls._registry.values())
-        for engine in engines:
+        for engine in cls.registry.engines().values():
             engine.close()
 
 

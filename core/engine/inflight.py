@@ -189,6 +189,11 @@ class Backend:
         """The caller is done with a call (its end, an error, or it left): free it."""
         raise NotImplementedError
 
+    def start(self, call: PendingCall) -> None:
+        """Start a call once its model is loaded: its clock starts now (the load is no part of its time)."""
+        call.control.start_clock()
+        self.launch(call)
+
     def stream(self, request: Request) -> Generator[Chunk, None, None]:
         """Run ``request``; its chunks as they come (the sync wait)."""
         q: queue.SimpleQueue[Item] = queue.SimpleQueue()
@@ -197,8 +202,7 @@ class Backend:
         try:
             self.precheck(request)
             self.ensure_loaded()
-            call.control.start_clock()
-            self.launch(call)
+            self.start(call)
             while (chunk := call.take(next_item(q, call))) is not None:
                 yield chunk
         finally:
@@ -220,8 +224,7 @@ class Backend:
         try:
             self.precheck(request)
             await loop.run_in_executor(None, self.ensure_loaded)
-            call.control.start_clock()
-            self.launch(call)
+            self.start(call)
             while (chunk := call.take(await anext_item(aq, call))) is not None:
                 yield chunk
         finally:
