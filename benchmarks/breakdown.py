@@ -81,7 +81,7 @@ def runtime_step_us(path: Path, prompt: str, new: int) -> float:
 
 def loop_pieces(engine: Engine, tokens: list[int]) -> dict[str, float]:
     """The generation loop's and the frames' pure-Python pieces, replayed on ``tokens``."""
-    session = engine.backend.session  # type: ignore[union-attr]
+    session = engine.inline_session()
     n = len(tokens)
     decoder = session.incremental_decoder()
     texts = [decoder.feed(t) for t in tokens]
@@ -236,7 +236,7 @@ def call_costs(path: Path) -> dict[str, float]:
     """Milliseconds per call of the steps before the first token that the raw loop does not take."""
     inline = Engine.get(path, num_threads=THREADS, execution="inline")
     inline.load()
-    session = inline.backend.session  # type: ignore[union-attr]
+    session = inline.inline_session()
     worker = Engine.get(path, num_threads=THREADS, execution="process")
     worker.load()
     opts = GenerationOptions()

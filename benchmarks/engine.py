@@ -201,7 +201,7 @@ def main() -> None:
     rows["event_loop_stall_ms"] = {"prompt_tokens": big_tokens, "worker": stall_worker * 1000,
                                    "inline": stall_inline * 1000}
 
-    pid = worker.backend.pid
+    pid = worker.worker_pid()
     one = rss_mb(pid) if pid else float("nan")
     again = Engine.get(args.model, num_threads=THREADS, execution="process")
     again.generate(question, validated_options(max_new_tokens=4))

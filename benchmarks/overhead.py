@@ -442,7 +442,7 @@ def render_ms(engine: Engine, repeat: int = 50) -> float:
     """Median time to render the chat template for the benchmark's messages (in this process)."""
     from ryzenai_core.options import GenerationOptions
 
-    session = engine.backend.session  # type: ignore[union-attr]
+    session = engine.inline_session()
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
     samples = []
     for _ in range(repeat):
@@ -503,7 +503,7 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     runs: dict[str, list[Run]] = {k: [] for k in live}
     cpu: dict[str, list[float]] = {k: [] for k in live}
     names = list(live)
-    pids = (worker.backend.pid, relay.backend.pid, pipe.pid if pipe is not None else None)
+    pids = (worker.worker_pid(), relay.worker_pid(), pipe.pid if pipe is not None else None)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:

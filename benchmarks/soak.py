@@ -101,8 +101,8 @@ def main() -> None:
         kind = one_call(engine, rng, i)
         counts[kind] = counts.get(kind, 0) + 1
         if i + 1 == warm:
-            base_worker, base_caller = rss_mb(engine.backend.pid), rss_mb(os.getpid())
-    end_worker, end_caller = rss_mb(engine.backend.pid), rss_mb(os.getpid())
+            base_worker, base_caller = rss_mb(engine.worker_pid()), rss_mb(os.getpid())
+    end_worker, end_caller = rss_mb(engine.worker_pid()), rss_mb(os.getpid())
     growth_w = (end_worker - base_worker) / base_worker
     growth_c = (end_caller - base_caller) / base_caller
     result = {

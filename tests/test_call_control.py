@@ -120,7 +120,7 @@ def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch)
     monkeypatch.setattr(client_module, "STUCK_GRACE", 0.3)
     engine = fresh("process")
     engine.load()
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     slow = validated_options(max_new_tokens=3, chat_template=SLOW_TEMPLATE)
     with pytest.raises(GenerationTimeoutError):
         engine.generate(MSGS, slow, timeout=0.2)
@@ -129,7 +129,7 @@ def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch)
     # worker that served it shows it was not the stuck one).
     out = engine.generate(MSGS, SHORT, timeout=30)
     assert out.usage.completion_tokens == 3
-    assert engine.backend.pid != pid
+    assert engine.worker_pid() != pid
 
 
 def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypatch) -> None:

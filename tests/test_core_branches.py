@@ -426,12 +426,12 @@ def test_engine_refuses_an_unknown_execution():
 
 def test_inline_backend_loads_in_this_process():
     engine = Engine.get(TINY_LLAMA, execution="inline")
-    assert engine.load() is not None and engine.backend.session.loaded
+    assert engine.load() is not None and engine.inline_session().loaded
 
 
 def test_text_count_cache_stays_bounded_and_correct():
     engine = Engine.get(TINY_LLAMA, execution="inline")
     for i in range(1030):
         engine.count_text(f"w{i}")
-    assert len(engine.backend.session.tokens._counts) <= 1024
+    assert len(engine.inline_session().tokens._counts) <= 1024
     assert engine.count_text("w3 w4") == len(engine.encode("w3 w4"))

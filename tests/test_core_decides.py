@@ -145,7 +145,7 @@ def test_the_core_resolves_a_forced_call_once_the_same_for_both_faces(recorded) 
     """Grammar, budget and thinking are the core's decisions: one resolution for either face."""
     lc = ChatRyzenAI(model=QWEN, temperature=0).bind_tools([ADD], tool_choice="required").invoke(LC_SYSTEM)
     li = RyzenAILLM(model=QWEN, temperature=0).chat(LI_SYSTEM, tools=[ADD], tool_choice="required")
-    session = Engine.get(QWEN, execution="inline").backend.session
+    session = Engine.get(QWEN, execution="inline").inline_session()
     resolved = [session.resolve(r.options) for r in recorded]
     assert resolved[0] == resolved[1].model_copy(update={"option_names": resolved[0].option_names})
     assert resolved[0].guidance is not None and resolved[0].guidance.type == "lark_grammar"
@@ -201,11 +201,11 @@ def test_a_call_whose_worker_died_before_any_output_is_sent_again_for_either_fac
     """Retry before first output is the engine's: RyzenAILLM gets it as ChatRyzenAI does."""
     engine = Engine.get(own_copy, execution="process")
     engine.load()
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     torn = tear_first_deltas(monkeypatch)
     response = RyzenAILLM(model=str(own_copy), max_new_tokens=4, temperature=0).chat(LI_SYSTEM)
     assert response.raw["usage"]["completion_tokens"] == 4
-    assert torn and engine.backend.pid not in (None, pid)
+    assert torn and engine.worker_pid() not in (None, pid)
     assert "sending the call again (1 of 1)" in caplog.text
 
 

@@ -345,7 +345,7 @@ def test_timeout_cancels_and_raises(execution):
 def test_worker_killed_mid_call_is_an_error_and_the_next_call_works(copy_package):
     e = Engine.get(copy_package(LASTING_MODEL, "killable"), execution="process")
     e.load()
-    pid = e.backend.pid
+    pid = e.worker_pid()
     it = e.stream(MSGS, opts(max_new_tokens=LASTING_TOKENS, kv_reuse=False))  # still going when killed
     next(it)
     os.kill(pid, signal.SIGKILL)
@@ -354,7 +354,7 @@ def test_worker_killed_mid_call_is_an_error_and_the_next_call_works(copy_package
             pass
     c = e.generate(MSGS, opts(max_new_tokens=4))
     assert c.usage.completion_tokens == 4
-    assert e.backend.pid != pid
+    assert e.worker_pid() != pid
 
 
 def test_raw_prompt_bypasses_the_template(engine):
@@ -432,7 +432,7 @@ def test_guidance_the_runtime_rejects_while_generating_is_typed_and_the_next_cal
 def test_inline_generations_always_run_on_a_thread_of_their_own(monkeypatch):
     """With or without a timeout, the caller only waits on its queue (with its deadline)."""
     e = Engine.get(TINY_LLAMA, execution="inline")
-    session = e.backend.session
+    session = e.inline_session()
     ran_in: list[str] = []
     real = session.stream
 

@@ -230,7 +230,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
 async def test_worker_killed_mid_stream_is_worker_died_and_the_next_call_works(own_lasting, surface):
     engine = Engine.get(own_lasting, execution="process")
     engine.load()
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     task = asyncio.create_task(run(surface, own_lasting, "process", max_tokens=LONG))
     await _first_chunk(engine, task)
     os.kill(pid, signal.SIGKILL)
@@ -239,7 +239,7 @@ async def test_worker_killed_mid_stream_is_worker_died_and_the_next_call_works(o
     assert f"the model worker process (pid {pid}) exited with code -9 during the call" in str(info.value)
     assert "the next call starts a new worker" in str(info.value)
     assert await run(surface, own_lasting, "process", max_tokens=SHORT) == SHORT
-    assert engine.backend.pid not in (None, pid)
+    assert engine.worker_pid() not in (None, pid)
     _idle(engine)
 
 
@@ -277,7 +277,7 @@ def test_a_worker_that_cannot_start_is_a_generation_error_and_the_next_call_work
             engine.generate(MSGS, validated_options(max_new_tokens=SHORT))
         assert type(info.value) is GenerationError
         assert "the model worker failed to start (exit code 3)" in str(info.value)
-        assert engine.backend.pid is None
+        assert engine.worker_pid() is None
     exiting_interpreter.undo()
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
 
@@ -293,7 +293,7 @@ def test_a_worker_that_never_answers_is_stopped_after_the_start_timeout(own_copy
     engine = Engine.get(own_copy, execution="process")
     with pytest.raises(GenerationError, match=r"did not start within 1 s \(RYZENAI_LLM_START_TIMEOUT\)"):
         engine.generate(MSGS, validated_options(max_new_tokens=SHORT))
-    assert engine.backend.pid is None
+    assert engine.worker_pid() is None
     monkeypatch.undo()
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
 
@@ -472,7 +472,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
     """The reader cannot trust the rest of the pipe after a frame it cannot read: the worker is replaced."""
     engine = Engine.get(own_lasting, execution="process")
     engine.load()
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     real = client_module.parse_frame
     deltas = []
 
@@ -489,7 +489,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
         engine.generate(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False), timeout=20)
     assert len(deltas) == 3
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
-    assert engine.backend.pid != pid
+    assert engine.worker_pid() != pid
 
 
 # ---------------------------------------------------------------- close
@@ -502,14 +502,14 @@ def test_close_ends_the_worker_and_the_next_call_starts_a_new_one(own_copy):
     assert not process_alive(pid) and old.pid is None and engine._backend is None
     engine.close()  # closing twice is harmless
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
-    assert engine.backend.pid not in (None, pid)
+    assert engine.worker_pid() not in (None, pid)
 
 
 def test_close_during_a_stream_ends_it_with_worker_died(own_lasting):
     engine = Engine.get(own_lasting, execution="process")
     stream = engine.stream(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False))
     next(stream)
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     engine.close()
     with pytest.raises(WorkerDiedError, match=rf"pid {pid}\) exited with code 0 during the call"):
         for _ in stream:
@@ -526,15 +526,15 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
         pids = []
         for engine in (a, b, inline):
             engine.load()
-            pids.append(engine.backend.pid if engine.execution == "process" else None)
+            pids.append(engine.worker_pid() if engine.execution == "process" else None)
         inline.generate(MSGS, validated_options(max_new_tokens=SHORT))  # kv_reuse keeps a cached generator
-        assert inline.backend.session._kv.holds
+        assert inline.inline_session()._kv.holds
         Engine.close_all()
         assert all(not process_alive(pid) for pid in pids if pid is not None)
         assert all(e._backend is None for e in (a, b, inline))
         for engine in (a, b, inline):
             assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
-        assert a.backend.pid not in pids and b.backend.pid not in pids
+        assert a.worker_pid() not in pids and b.worker_pid() not in pids
     finally:
         for engine in (a, b, inline):
             engine.close()

@@ -64,7 +64,7 @@ def warm_and_cold(engine: Engine, first, second, n: int = 10):
 def assert_no_refusal(engine: Engine) -> None:
     """The runtime never refused a rewind the engine asked for: such a refusal is answered cold
     (and turns reuse off), which would hide a wrong reuse decision."""
-    assert engine.backend.session._kv.refused is None
+    assert engine.inline_session()._kv.refused is None
 
 
 # ---------------------------------------------------------------------- the fixture

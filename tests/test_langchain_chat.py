@@ -270,7 +270,7 @@ def test_a_call_queued_behind_a_worker_that_died_runs_on_a_new_worker(copy_packa
     folder = str(copy_package(TINY_QWEN3, "retry-me"))
     engine = Engine.get(folder, execution="process")
     engine.load()
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     # About 3000 tokens under a grammar (the model cannot stop early): seconds of work, far longer
     # than the 0.3 s the test waits before the kill.
     slow = validated_options(max_new_tokens=3500, guidance={"type": "regex", "data": "(ab ){1500}"})
@@ -286,7 +286,7 @@ def test_a_call_queued_behind_a_worker_that_died_runs_on_a_new_worker(copy_packa
             pass
     waiting.join(timeout=60)
     assert result["msg"].usage_metadata["output_tokens"] == 4
-    assert engine.backend.pid not in (None, pid)
+    assert engine.worker_pid() not in (None, pid)
     # The call never started on the dead worker: the core sent it to the new one without using
     # one of the call's retries.
     assert "sending the call again (1 of" not in caplog.text
@@ -295,10 +295,10 @@ def test_a_call_queued_behind_a_worker_that_died_runs_on_a_new_worker(copy_packa
 def test_errors_of_a_live_worker_are_not_retried(caplog):
     engine = Engine.get(QWEN)
     engine.load()
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     with pytest.raises(ChatTemplateError, match="boom"):
         chat(max_retries=3).invoke("Hello", chat_template="{{ raise_exception('boom') }}")
-    assert "sending the call again" not in caplog.text and engine.backend.pid == pid
+    assert "sending the call again" not in caplog.text and engine.worker_pid() == pid
 
 
 async def test_leaving_a_stream_early_cancels_the_generation():

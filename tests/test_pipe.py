@@ -122,7 +122,7 @@ def test_an_async_stream_beside_a_sync_one_gets_its_own_answer(engine, reference
 def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
     """A KeyboardInterrupt in the reading thread loses at most that stream's own frame: the pipe
     stays whole, so the worker is not replaced, and the next call streams the right answer."""
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     rng = random.Random(7)
     interrupted = 0
     for _ in range(12):
@@ -136,13 +136,13 @@ def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
         finally:
             timer.join()
         out = deltas(engine.stream(MSGS, opts(6)))
-        assert sum(len(ids) for _, ids in out) == 6 and engine.backend.pid == pid
+        assert sum(len(ids) for _, ids in out) == 6 and engine.worker_pid() == pid
     assert interrupted >= 10  # a LONG answer outlasts every timer
 
 
 def test_a_worker_killed_mid_stream_is_an_error_and_the_next_call_works(engine):
     e = engine
-    pid = e.backend.pid
+    pid = e.worker_pid()
     stream = e.stream(MSGS, opts(LONG))
     next(stream)
     os.kill(pid, signal.SIGKILL)
@@ -150,12 +150,12 @@ def test_a_worker_killed_mid_stream_is_an_error_and_the_next_call_works(engine):
         for _ in stream:
             pass
     assert sum(len(ids) for _, ids in deltas(e.stream(MSGS, opts(4)))) == 4
-    assert e.backend.pid != pid
+    assert e.worker_pid() != pid
 
 
 def test_a_torn_frame_replaces_the_worker(engine, monkeypatch):
     e = engine
-    pid = e.backend.pid
+    pid = e.worker_pid()
     seen = []
 
     def tearing(data):
@@ -173,7 +173,7 @@ def test_a_torn_frame_replaces_the_worker(engine, monkeypatch):
     assert len(seen) == 3  # nothing after the torn frame was read
     monkeypatch.undo()
     assert sum(len(ids) for _, ids in deltas(e.stream(MSGS, opts(4)))) == 4
-    assert e.backend.pid != pid
+    assert e.worker_pid() != pid
 
 
 # ---------------------------------------------------------------- close() while a stream runs
@@ -241,7 +241,7 @@ def test_a_call_right_after_a_kill_is_a_worker_error_or_resent_never_a_closed_fi
     """Just after a kill the worker may still look alive (its reader thread is reaping it): a write
     to its closed pipe is WorkerDiedError (and resent, as the call never reached a worker)."""
     for _ in range(6):
-        pid = engine.backend.pid
+        pid = engine.worker_pid()
         os.kill(pid, signal.SIGKILL)
         for _ in range(3):
             try:

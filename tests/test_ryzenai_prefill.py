@@ -194,7 +194,7 @@ def conversation(answer: str = "A fox.") -> tuple[list[ChatMessage], list[ChatMe
 def test_kv_reuse_is_off_by_default_on_ryzenai_packages(generators):
     log = generators()
     engine = Engine.get(GEMMA, provider="cpu", execution="inline")
-    assert not engine.backend.session.kv_reuse_default()
+    assert not engine.inline_session().kv_reuse_default()
     assert ModelPackage.open(GEMMA).describe()["kv_reuse"]["default"] is False
     first, second = conversation()
     engine.generate(first, greedy(4, reuse=None))
@@ -220,7 +220,7 @@ def test_a_refused_rewind_or_append_falls_back_to_a_cold_generator_and_turns_reu
     assert [name for name, _ in log].count("rewind_to") == 1  # tried once, then reuse is off for the model
     warnings = [r.getMessage() for r in caplog.records if "refused to continue" in r.getMessage()]
     assert len(warnings) == 1 and "Gemma-3-4b_rai_1.8.0_npu_16K" in warnings[0] and "kv_reuse=False" in warnings[0]
-    assert engine.backend.session._kv.refused is not None
+    assert engine.inline_session()._kv.refused is not None
 
 
 @pytest.mark.parametrize("model_type", ["phi3v", "decoder-pipeline", "whisper", "lfm2"])
@@ -232,6 +232,6 @@ def test_kv_reuse_true_is_refused_up_front_for_types_that_cannot_rewind(copy_pac
     engine = Engine.get(folder, execution="inline")
     with pytest.raises(InvalidRequestError, match=rf"kv_reuse=True .*model.type '{model_type}'.*pass kv_reuse=False"):
         engine.generate([ChatMessage("user", "hi")], greedy(2, reuse=True))
-    assert not engine.backend.session.loaded  # refused before loading anything
+    assert not engine.inline_session().loaded  # refused before loading anything
     facts = ModelPackage.open(folder).describe()["kv_reuse"]
     assert facts["available"] is False and facts["default"] is False

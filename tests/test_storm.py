@@ -169,7 +169,7 @@ def test_a_storm_of_mixed_calls_ends_every_call_by_its_deadline_and_answers_as_a
 
     def killer() -> None:
         time.sleep(rng.uniform(1.0, 2.0))
-        pid = engine.backend.pid
+        pid = engine.worker_pid()
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
 

@@ -61,7 +61,7 @@ def test_multibyte_characters_split_across_tokens_are_held(tokenizer):
 
 @pytest.fixture(scope="module", params=[TINY_QWEN3, TINY_LLAMA, TINY_GEMMA3], ids=["qwen3", "llama", "gemma3"])
 def session_and_bytes(request):
-    session = Engine.get(request.param, execution="inline").backend.session
+    session = Engine.get(request.param, execution="inline").inline_session()
     return session, token_bytes(request.param)
 
 

@@ -102,7 +102,7 @@ def test_decoding_keeps_the_text_after_a_nul(folder: Path) -> None:
     text = " Quell\x00Morvane Edda Kline\x00\x00end"
     ids = engine.encode(text)
     assert engine.decode(ids) == text
-    session = engine.backend.session
+    session = engine.inline_session()
     decoder = IncrementalDecoder(session.decode)
     assert "".join(decoder.feed(i) for i in ids) + decoder.flush() == text
 

@@ -84,9 +84,9 @@ def test_bad_images_are_typed_errors_and_the_worker_still_answers(image: object,
     engine = Engine.get(VISION, execution="process")
     with pytest.raises(InvalidRequestError, match=fragment):
         engine.generate(ask(image), GREEDY)
-    pid = engine.backend.pid
+    pid = engine.worker_pid()
     assert engine.generate(ask(png("red")), GREEDY).usage.completion_tokens == 8
-    assert engine.backend.pid == pid  # the same worker: nothing killed it
+    assert engine.worker_pid() == pid  # the same worker: nothing killed it
 
 
 def test_every_format_the_runtime_would_die_on_is_converted() -> None:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from ..errors import InvalidRequestError
-from ..generation.session import SessionKey
+from ..generation.session import Session, SessionKey
 from ..generation.streaming import Chunk
 from ..messages import ChatMessage, RawPrompt
 from ..options import GenerationOptions, check_runtime_settings
@@ -244,6 +244,19 @@ class Engine:
         """Load the model now (it loads on first use otherwise); returns the load time in seconds."""
         value = self.backend.call("load")
         return None if value is None else float(value)
+
+    def inline_session(self) -> Session:
+        """The session of an inline engine (its model in this process), for tools that look at its parts.
+
+        Raises:
+            InvalidRequestError: the engine runs its model in a worker process.
+        """
+        backend = self.backend
+        if not isinstance(backend, InlineBackend):
+            raise InvalidRequestError(
+                f"the engine of {self.package.name} runs in a worker process; use execution='inline'"
+            )
+        return backend.session
 
     def worker_pid(self) -> int | None:
         """The process id of the worker running the model (None inline, or before a worker started)."""
