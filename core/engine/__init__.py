@@ -1,6 +1,7 @@
 """The engine: where a generation runs and how a caller waits for it.
 
 ``engine`` holds :class:`Engine` (one per model and settings, shared by every face);
+``registry`` the one registry of shared engines (by settings, NPU identity and name);
 ``inflight`` the in-flight call and its one wait loop; ``inline`` the inline backend (a
 producer thread per generation); ``client`` the worker client (one reader thread per worker,
 resend, stuck-worker replacement, start); ``worker`` the worker process
