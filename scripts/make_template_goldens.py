@@ -1,6 +1,6 @@
 """Render the built-in chat templates with transformers and store the results as goldens.
 
-``tests/test_chat_template.py`` checks that ``ryzenai_core.prompt.templates.ChatTemplate`` renders
+``tests/unit/test_chat_template.py`` checks that ``ryzenai_core.prompt.templates.ChatTemplate`` renders
 every case byte-for-byte like this. CI has no transformers, so the output is committed:
 
     python scripts/make_template_goldens.py            # writes tests/fixtures/template_goldens.json

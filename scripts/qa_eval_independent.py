@@ -10,7 +10,7 @@ own question wordings, in two kinds:
 - ``like``: plain questions of the shape a user would ask first ("How tall is X?");
 - ``new``: reworded ones ("I'd like to know how high X rises.", "X: how many people belong to
   it?", "Which material went into X?"), none of which the training generator produces, its
-  rewordings included (``tests/test_qa_data.py`` checks).
+  rewordings included (``tests/unit/test_qa_data.py`` checks).
 
 Every question has one answer span, written verbatim in exactly one document; the other
 documents are distractors about subjects of the same kind (other heights, other founders).

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+FIXTURES = TESTS / "fixtures"
 MODELS = FIXTURES / "models"
 REPLICAS = FIXTURES / "replicas"
 TINY_LLAMA = MODELS / "tiny-llama"
@@ -59,6 +61,30 @@ async def longest_loop_gap(call: AsyncIterator[Any] | Awaitable[Any]) -> tuple[f
         done.set()
         await task
     return max(gaps), out
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/unit holds the tests that need no model: there, loading one or starting a worker fails."""
+    if TESTS / "unit" not in Path(request.node.path).parents:
+        return
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a unit test loads no model and starts no worker: this test belongs in tests/integration")
+
+    import onnxruntime_genai as og
+
+    from ryzenai_core.embeddings import runner
+    from ryzenai_core.engine import client
+
+    monkeypatch.setattr(og, "Model", refuse)
+    monkeypatch.setattr(client, "popen_worker", refuse)
+    monkeypatch.setattr(runner, "popen_worker", refuse)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return
+    monkeypatch.setattr(ort, "InferenceSession", refuse)
 
 
 @pytest.fixture(autouse=True)
@@ -160,7 +186,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
     Each one is a real ``.dist-info`` folder read by :mod:`importlib.metadata`, through the
     two functions runtime.py calls (``version`` and ``distributions``), restricted to that
     folder. ``runtime_info``'s cache is cleared before and after. Only the installed
-    distributions are stood in for (see tests/test_runtime_branches.py).
+    distributions are stood in for (see tests/integration/test_runtime_branches.py).
     """
     from ryzenai_core.package import runtime as runtime_module
     from ryzenai_core.package.runtime import runtime_info

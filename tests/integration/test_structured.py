@@ -136,6 +136,7 @@ CALL_TOOLS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
 @pytest.mark.parametrize("which", sorted(CALL_TOOLS))
 def test_forced_call_is_refused_before_generating_or_completes(model, which):

@@ -63,6 +63,7 @@ os.environ["PYTHONVERBOSE"] = "1"
 """
 
 
+@pytest.mark.slow
 def test_a_host_whose_standard_descriptors_are_closed_starts_its_workers(tmp_path):
     """As a pythonw or GUI host: descriptors 0-2 closed and sys.std* None before the package loads.
     The host's next pipes take descriptors 0-2; a worker inheriting that "stderr" wrote into its
@@ -80,6 +81,7 @@ def test_a_host_whose_standard_descriptors_are_closed_starts_its_workers(tmp_pat
     assert isinstance(result["llm_pid"], int) and len(result["embed_pids"]) == 1  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_host_started_on_the_null_device_with_no_sys_streams_starts_its_workers(tmp_path):
     result = _run_host(
         tmp_path,
@@ -94,6 +96,7 @@ def test_a_host_started_on_the_null_device_with_no_sys_streams_starts_its_worker
     assert result["tokens"] == 3 and result["dims"] == 32
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="the stand-in app is a POSIX shell launcher")
 def test_a_frozen_app_runs_its_workers_through_freeze_support(tmp_path):
     """A frozen app's executable is the app: it starts workers as ``<app> --ryzenai-worker <module>``
@@ -164,6 +167,7 @@ def test_worker_stderr_is_the_caller_s_only_while_it_has_one(monkeypatch):
     assert _spawn.worker_stderr() == subprocess.DEVNULL
 
 
+@pytest.mark.slow
 def test_a_closed_engine_s_worker_has_exited_before_a_call_starts_the_next(monkeypatch):
     """close() and a call from another thread: the call waits until the old worker is reaped, so two
     workers of one model (two NPU contexts) never run at once."""

@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from ryzenai_core import Engine
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "core" / "models" / "tiny-qa-llama"
 DEMO = ROOT / "cli" / "demo_docs"
 sys.path.insert(0, str(ROOT / "scripts"))

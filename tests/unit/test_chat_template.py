@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from conftest import FIXTURES, REPLICAS, ROOT, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatTemplateError, InvalidRequestError, ModelPackage
 from ryzenai_core.generation.streaming import OutputParser
 from ryzenai_core.messages import ChatMessage, ToolCall
@@ -25,7 +25,7 @@ from ryzenai_core.prompt.formats import (
 from ryzenai_core.prompt.sources import FALLBACK_TEMPLATES, builtin_template, special_tokens_from_config
 from ryzenai_core.prompt.templates import ChatTemplate
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "core" / "templates"
+TEMPLATES = ROOT / "core" / "templates"
 GOLDENS = json.loads((FIXTURES / "template_goldens.json").read_text(encoding="utf-8"))["cases"]
 LLAMA_SPECIAL = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
 WEATHER = {

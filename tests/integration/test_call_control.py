@@ -115,6 +115,7 @@ def test_timeout_while_preparing_names_the_phase(fresh) -> None:
 
 
 # ---------------------------------------------------------------- a stuck call does not stick
+@pytest.mark.slow
 def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch) -> None:
     """The worker cannot stop a call stuck in the template; after a short grace it is replaced."""
     monkeypatch.setattr(client_module, "STUCK_GRACE", 0.3)
@@ -132,6 +133,7 @@ def test_a_call_stuck_outside_the_token_loop_frees_the_model(fresh, monkeypatch)
     assert engine.worker_pid() != pid
 
 
+@pytest.mark.slow
 def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypatch) -> None:
     monkeypatch.setattr(client_module, "STUCK_GRACE", 0.3)
     engine = fresh("process")
@@ -174,6 +176,7 @@ def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypa
         ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "ran for more than 5 s"),
     ],
 )
+@pytest.mark.slow
 def test_template_rendering_is_bounded(template: str, what: str) -> None:
     engine = Engine.get(TINY_LLAMA, execution="process")
     options = validated_options(max_new_tokens=3, chat_template=template)
@@ -222,6 +225,7 @@ def test_an_unread_async_stream_does_not_block_the_next_call(fresh, execution: s
     assert tokens == 3 and raised is StreamAbandonedError
 
 
+@pytest.mark.slow
 def test_a_slow_reader_is_not_stopped_when_nobody_waits(fresh) -> None:
     engine = fresh("process")
     options = validated_options(max_new_tokens=40, temperature=0)

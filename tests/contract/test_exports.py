@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 import ryzenai_core
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 
 
 def test_all_is_sorted_and_complete():

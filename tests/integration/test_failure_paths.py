@@ -517,6 +517,7 @@ def test_close_during_a_stream_ends_it_with_worker_died(own_lasting):
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
 
 
+@pytest.mark.slow
 def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_path, monkeypatch):
     monkeypatch.setattr(Engine, "registry", Registry())
     a = Engine.get(copy_package(TINY_LLAMA, "a"), execution="process")

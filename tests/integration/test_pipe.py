@@ -119,6 +119,7 @@ def test_an_async_stream_beside_a_sync_one_gets_its_own_answer(engine, reference
     assert sync_out == reference
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
     """A KeyboardInterrupt in the reading thread loses at most that stream's own frame: the pipe
     stays whole, so the worker is not replaced, and the next call streams the right answer."""
@@ -237,6 +238,7 @@ def test_close_before_a_streams_first_output_starts_no_new_worker(second):
     assert backend._proc is None and backend.pid is None
 
 
+@pytest.mark.slow
 def test_a_call_right_after_a_kill_is_a_worker_error_or_resent_never_a_closed_file(engine):
     """Just after a kill the worker may still look alive (its reader thread is reaping it): a write
     to its closed pipe is WorkerDiedError (and resent, as the call never reached a worker)."""

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES
 from ryzenai_cli.demo import DEMO_DOCS, Budget, load_documents
 from ryzenai_cli.main import main
 
@@ -90,7 +90,7 @@ def test_demo_on_a_missing_docs_folder_says_it_does_not_exist(capsys, tmp_path):
 
 
 def test_demo_panel_shows_the_whole_package_path(capsys, tmp_path, monkeypatch, copy_package):
-    deep = copy_package(Path(__file__).parent / "fixtures" / "models" / "tiny-llama", "a-long-folder-name-" * 4 + "/tiny-llama")
+    deep = copy_package(FIXTURES / "models" / "tiny-llama", "a-long-folder-name-" * 4 + "/tiny-llama")
     monkeypatch.setenv("COLUMNS", "60")
     (tmp_path / "d.txt").write_text("Document: the Vexlar probe was built by Oda Quen.")
     code = main(["demo", "--model", str(deep), "--docs", str(tmp_path), "--max-new-tokens", "2"])
@@ -122,7 +122,7 @@ def test_demo_retrieves_wide_reranks_and_generates_showing_each_stage(capsys, tm
     from ryzenai_cli.demo_llamaindex import build_query_engine
     from ryzenai_core.rerank.engine import RerankEngine
 
-    fixtures = Path(__file__).parent / "fixtures"
+    fixtures = FIXTURES
     embed, rerank = fixtures / "embeddings" / "tiny-bert-st", fixtures / "rerank" / "tiny-bert-cross-encoder"
     texts = [f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}." for i in range(4)]
     question = "Who built the Vexlar probe number 1?"

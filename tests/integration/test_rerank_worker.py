@@ -112,6 +112,7 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
 # -- sessions shared with the other models of the NPU -------------------------------------------
 
 
+@pytest.mark.slow
 def test_idle_workers_are_closed_after_idle_timeout_and_reopened_on_use(tmp_path):
     engine = RerankEngine(BERT, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, idle_timeout=0.5)
     try:
@@ -146,6 +147,7 @@ def test_an_idle_embedding_session_in_this_process_closes_too(tmp_path):
     assert _wait_until(lambda: engine.open_shapes() == [])
 
 
+@pytest.mark.slow
 def test_max_shapes_keeps_the_most_recently_used_sessions(tmp_path):
     engine = RerankEngine(BERT, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, max_shapes=1)
     try:

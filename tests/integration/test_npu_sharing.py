@@ -37,6 +37,7 @@ def _messages(question: str) -> list[ChatMessage]:
     return [ChatMessage("user", f"Context: {PASSAGES[0]}\n\nQuestion: {question}")]
 
 
+@pytest.mark.slow
 def test_an_llm_an_embedder_and_a_reranker_side_by_side_from_threads_and_asyncio(tmp_path):
     llm = Engine.get(TINY_QWEN3, execution="process")
     embedder = EmbeddingEngine(TINY_ST, execution="process", shapes="static", buckets=[16, 64], cache_dir=tmp_path)

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
-ROOT = Path(__file__).parent.parent
 MODELS = FIXTURES / "models"
 
 # The real package names in the examples, and the fixture that stands for each here.
@@ -106,6 +105,7 @@ def test_a_block_not_run_says_why() -> None:
     assert not blank, f"no-run markers without a reason: {blank}"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("page", "blocks"), EXAMPLES, ids=[p.name for p, _ in EXAMPLES])
 def test_page_examples_run(page: Path, blocks: list[tuple[int, str, str | None]], tmp_path: Path) -> None:

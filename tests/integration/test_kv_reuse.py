@@ -19,7 +19,7 @@ import onnxruntime_genai as og
 import pytest
 from PIL import Image
 
-from conftest import MODELS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from conftest import MODELS, ROOT, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatMessage, Engine, ModelPackage
 from ryzenai_core.generation.kv_cache import ALIGN, feed, reusable_prefix
 from ryzenai_core.generation.session import Session
@@ -29,7 +29,7 @@ from ryzenai_core.options import validated_options
 SLIDING = MODELS / "tiny-gemma3-sliding"
 VISION = MODELS / "tiny-gemma3-vision"
 WINDOW = 128
-WORDS = (Path(__file__).parents[1] / "scripts" / "fixture_corpus.txt").read_text(encoding="utf-8").split()
+WORDS = (ROOT / "scripts" / "fixture_corpus.txt").read_text(encoding="utf-8").split()
 FAMILIES = [TINY_LLAMA, TINY_QWEN3, TINY_GEMMA3, VISION, SLIDING]
 
 
@@ -92,6 +92,7 @@ def chat(system_words: int, seed: int = 0) -> list[ChatMessage]:
     return [ChatMessage("system", words(rng, system_words)), ChatMessage("user", "What does the fox do?")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system_words", [60, 2400])
 def test_a_chat_longer_than_the_sliding_window_answers_warm_as_cold(system_words):
     """Two turns of about 200 and 4,000 prompt tokens on a 128-token window: the second turn is cold."""
@@ -282,6 +283,7 @@ def prefill_logits(monkeypatch) -> list[np.ndarray]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12])
 def test_warm_equals_cold_over_varied_prompt_pairs(engine: Engine, seed: int, prefill_logits):
     """Warm == cold, greedy, over the pairs of :func:`pairs`: the same tokens, and the same logits bit for bit.

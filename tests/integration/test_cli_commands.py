@@ -6,6 +6,8 @@ import io
 import json
 import sys
 
+import pytest
+
 from conftest import REPLICAS, TINY_QWEN3
 from ryzenai_cli.bench import prompt_lengths
 from ryzenai_cli.chat import ChatSession
@@ -55,6 +57,7 @@ def test_prompt_lengths_are_bucket_edges_and_one_past():
     assert prompt_lengths((), 100, 10) == [32, 64]
 
 
+@pytest.mark.slow
 def test_bench_json_and_chart(capsys, tmp_path):
     png = tmp_path / "ttft.png"
     code = main(["bench", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--provider", "cpu", "--max-prompt", "260",
@@ -78,6 +81,7 @@ def test_bench_chart_draws_steps_only_for_bucketed_packages():
     assert ttft_drawstyle(bucketed) == "steps-post"
 
 
+@pytest.mark.slow
 def test_chat_image_command_attaches_an_image_to_the_next_message(tmp_path):
     from PIL import Image
 

@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field, ValidationError
 from typing_extensions import TypedDict
 
 import langchain_ryzenai
-from conftest import LONG_PROMPT, REPLICAS, TINY_LLAMA, TINY_QWEN3, longest_loop_gap
+from conftest import LONG_PROMPT, REPLICAS, ROOT, TINY_LLAMA, TINY_QWEN3, longest_loop_gap
 from langchain_ryzenai import ChatRyzenAI
 from langchain_ryzenai._convert import to_core_messages as _to_core_messages
 from langchain_ryzenai._parsers import StrictJsonOutputParser as _StrictJsonOutputParser
@@ -745,7 +745,7 @@ RAG_Q = "Which prefill buckets does the NPU pad prompts to?"
 
 # A question of the bundled demo set, answered by the embedded extractive model (a span of the
 # documents, as written there): chains with its answer can be checked word for word.
-DEMO_DOCS = Path(__file__).resolve().parents[1] / "cli" / "demo_docs"
+DEMO_DOCS = ROOT / "cli" / "demo_docs"
 DEMO = json.loads((DEMO_DOCS / "questions.json").read_text(encoding="utf-8"))
 DEMO_Q = DEMO["questions"][0]  # Who is the director of the Vantor Lab? Ilsa Brandecott
 DEMO_PROMPT = ChatPromptTemplate.from_messages(

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+from conftest import ROOT
+
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PAGES = [ROOT / "README.md", *DOCS, *sorted((ROOT / "benchmarks").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -22,13 +22,12 @@ from llama_index.core.base.llms.types import ChatMessage as LIMessage
 from llama_index.core.base.llms.types import MessageRole
 from pydantic import BaseModel
 
-from conftest import TINY_LLAMA, TINY_QWEN3, tear_first_deltas
+from conftest import ROOT, TINY_LLAMA, TINY_QWEN3, tear_first_deltas
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ChatMessage, Engine, GenerationTimeoutError, Request
 from ryzenai_core.options import validated_options
 
-ROOT = Path(__file__).resolve().parents[1]
 QWEN = str(TINY_QWEN3)
 ADD = {
     "type": "function",
@@ -197,6 +196,7 @@ def test_an_inline_call_times_out_while_the_model_is_busy(copy_package) -> None:
     assert info.value.phase == "preparing"
 
 
+@pytest.mark.slow
 def test_a_call_whose_worker_died_before_any_output_is_sent_again_for_either_face(own_copy, monkeypatch, caplog):
     """Retry before first output is the engine's: RyzenAILLM gets it as ChatRyzenAI does."""
     engine = Engine.get(own_copy, execution="process")
@@ -209,6 +209,7 @@ def test_a_call_whose_worker_died_before_any_output_is_sent_again_for_either_fac
     assert "sending the call again (1 of 1)" in caplog.text
 
 
+@pytest.mark.slow
 def test_the_new_workers_load_does_not_count_in_a_resent_calls_timeout(own_copy, monkeypatch):
     """A call sent again after its worker died waits for the new worker's model load outside
     its timeout, as a first call does (a model takes seconds to load on an NPU)."""

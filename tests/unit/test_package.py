@@ -269,7 +269,7 @@ def test_genai_config_that_is_an_lfs_pointer(copy_package):
 
 @pytest.mark.parametrize("model_type", ["decoder", "gemma4_text", "lfm2", "qwen3_5_text", "llamaz"])
 def test_any_model_type_opens(copy_package, model_type):
-    """The installed runtime decides which types it runs (tests/test_model_types.py loads them)."""
+    """The installed runtime decides which types it runs (tests/integration/test_model_types.py loads them)."""
     folder = copy_package(TINY_LLAMA)
     _edit_config(folder, lambda c: c["model"].__setitem__("type", model_type))
     assert ModelPackage.open(folder).model_type == model_type

@@ -104,6 +104,7 @@ def test_max_retries_0_fails_the_call_when_its_worker_dies(copy_package, monkeyp
     assert out.usage.completion_tokens == 4
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_twice_fails_a_call_allowed_one_retry(copy_package, monkeypatch, caplog):
     engine = Engine.get(copy_package(TINY_LLAMA, "dies-twice"), execution="process")
     engine.load()

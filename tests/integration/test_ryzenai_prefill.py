@@ -136,6 +136,7 @@ def _one_run(ids: list[int], n: int) -> tuple[np.ndarray, list[int]]:
     return logits, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [RUN + 1, 6000, 2 * RUN + 300])
 def test_a_text_prompt_over_the_run_length_is_fed_in_runs_and_equals_a_one_run_prefill(generators, monkeypatch, length):
     log = generators()

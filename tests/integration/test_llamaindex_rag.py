@@ -195,6 +195,7 @@ def test_query_engines_never_overflow_with_the_default_tokenizer(llama, calls, m
     assert_every_call_fits(llama, calls, at_least=3)  # the context really had to be split
 
 
+@pytest.mark.slow
 def test_condense_plus_context_chat_engine(llama, calls):
     index = VectorStoreIndex.from_documents(DOCS, embed_model=HashEmbedding())
     # ChatMemoryBuffer, as LlamaIndex sizes it (context_window - 256): the default Memory keeps an
@@ -261,6 +262,7 @@ def small_index(small):
         llama_index.core.global_tokenizer = None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("face", ["sync", "async", "stream"])
 def test_a_small_window_with_the_package_tokenizer(small, small_index, calls, face):
     Settings.tokenizer = small.tokenizer
@@ -382,6 +384,7 @@ def test_packing_without_buckets_is_reported_and_logged(llama, caplog, calls):
     assert "BucketPackingPostprocessor sends the top 2 nodes as they are" in caplog.text
 
 
+@pytest.mark.slow
 def test_the_llama_npu_replica_answers_within_its_release_limit(calls):
     llm = RyzenAILLM(model=str(LLAMA_NPU), provider="cpu", max_new_tokens=4)
     assert llm.budget.prompt_limit == 4096 and llm.budget.prefill_buckets[0] == 128

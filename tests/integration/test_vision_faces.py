@@ -115,6 +115,7 @@ def li_blocks(color: str, tmp_path: Path) -> list:
     ]
 
 
+@pytest.mark.slow
 def test_llamaindex_image_blocks_sync_async_and_streaming(tmp_path: Path, llamaindex_event_loop) -> None:
     from llama_index.core.base.llms.types import ChatMessage as LIMessage
     from llama_index.core.base.llms.types import TextBlock

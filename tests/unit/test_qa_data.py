@@ -7,11 +7,12 @@ from __future__ import annotations
 import random
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
 qa_synth = pytest.importorskip("qa_synth")
 qa_eval_independent = pytest.importorskip("qa_eval_independent")
 

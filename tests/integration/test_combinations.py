@@ -120,6 +120,7 @@ def _prompt_plans(events: list[Any]) -> list[dict[str, Any]]:
     return [e.response.raw["budget_plan"] for e in events if isinstance(e, LLMChatEndEvent) and e.response is not None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chat_mode", ["context", "condense_plus_context"])
 def test_llamaindex_chat_engines_stream_and_remember(
     chat_mode: str, llamaindex_event_loop: Any, llamaindex_events: list[Any], monkeypatch: pytest.MonkeyPatch

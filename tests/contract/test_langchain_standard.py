@@ -10,7 +10,6 @@ prompt names) are xfailed, strictly, with that reason. Nothing is xfailed for an
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,11 +19,11 @@ from langchain_tests.integration_tests import ChatModelIntegrationTests
 from langchain_tests.unit_tests import ChatModelUnitTests
 from syrupy.assertion import SnapshotAssertion
 
-from conftest import TINY_LLAMA, TINY_QWEN3
+from conftest import ROOT, TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 
 NEEDS_UNDERSTANDING = "random-weight fixture model: needs a model that understands its prompt"
-REPOSITORY = str(Path(__file__).resolve().parents[1])
+REPOSITORY = str(ROOT)
 
 
 def _relative_to_repository(*, data: Any, path: Any) -> Any:

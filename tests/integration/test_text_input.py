@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from conftest import ROOT, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatMessage, Engine, InvalidRequestError
 from ryzenai_core.options import validated_options
 
-ROOT = Path(__file__).resolve().parents[1]
 QA_MODEL = ROOT / "core" / "models" / "tiny-qa-llama"
 DEMO = ROOT / "cli" / "demo_docs"
 
