@@ -1,0 +1,401 @@
+"""Cold start: from a fresh process to the first streamed token, with the plugin and without it.
+
+    python scripts/build_fixtures.py --bench-only   # once: builds benchmarks/models/bench-30m (needs torch)
+    python benchmarks/cold_start.py [--rounds 9] [--models bench-30m] [--json benchmarks/results/cold_start.json]
+
+Every method is a new Python process (``python -c``), started one after another in each round
+(the order rotates from round to round), timed from just before the process is started to its
+first streamed text (``time.monotonic``, one clock for every process of the machine):
+
+- ``floor_langchain`` / ``floor_llamaindex``: none of the plugin's code. The framework's own
+  import (the ``langchain_core`` / ``llama_index.core`` modules the face's chat model imports),
+  then plain onnxruntime-genai: ``og.Config`` / ``og.Model`` / ``og.Tokenizer``, encode the
+  prompt ``ChatRyzenAI`` renders for ``"hi"``, ``og.Generator`` and tokens until the first text;
+- ``floor_oga``: onnxruntime-genai alone (no framework), the same steps;
+- ``langchain``: ``from langchain_ryzenai import ChatRyzenAI; ChatRyzenAI(model=...).stream("hi")``
+  up to its first chunk with text; ``llamaindex``: ``from llamaindex_ryzenai import RyzenAILLM;
+  RyzenAILLM(model=...).stream_complete("hi")`` up to its first delta. Both with their default,
+  the worker process (``execution="process"``); ``langchain_inline`` / ``llamaindex_inline``
+  with ``execution="inline"`` (the model in the caller's process), for reference;
+- ``python``: ``python -c pass``, the interpreter's own start.
+
+Each face's own part is its time minus its floor's in the same round (median over the rounds,
+with the lowest and highest). Every process also reports when it had imported (the face, or
+the framework and onnxruntime-genai), had built the model object (the face) or loaded the
+model (the floors): the columns of "where it goes". For the worker, the benchmark's own
+process then times a worker's start on its own (``Engine.load`` of a new engine: start, open
+the package, load the model; then the first token of ``Engine.stream``). ``-X importtime``
+of the face's import, the floor's and the worker's shows which packages the import time goes
+to (self time summed per top-level package, median of 3 imports each), the plugin's part
+being what the face's import loads that the floor's does not.
+
+Same runtime threads everywhere (``--threads``, 2 by default, as in ``overhead.py``); the
+plugin's KV prefix reuse has nothing to reuse in a new process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = {
+    "bench-30m": ROOT / "benchmarks" / "models" / "bench-30m",
+    "tiny-llama": ROOT / "tests" / "fixtures" / "models" / "tiny-llama",
+}
+THREADS = 2
+USER = "hi"
+#: New tokens asked for (the first text comes within them; the rest is cut when it has come).
+NEW_TOKENS = 16
+
+#: The framework modules ``langchain_ryzenai.chat_models`` / ``llamaindex_ryzenai.llms`` import.
+FRAMEWORK_IMPORTS = {
+    "langchain": (
+        "langchain_core.callbacks",
+        "langchain_core.language_models",
+        "langchain_core.language_models.base",
+        "langchain_core.language_models.chat_models",
+        "langchain_core.messages",
+        "langchain_core.output_parsers",
+        "langchain_core.outputs",
+        "langchain_core.runnables",
+        "langchain_core.runnables.config",
+        "langchain_core.tools",
+        "langchain_core.utils.function_calling",
+        "langchain_core.utils.pydantic",
+        "pydantic",
+    ),
+    "llamaindex": (
+        "llama_index.core",
+        "llama_index.core.base.llms.generic_utils",
+        "llama_index.core.base.llms.types",
+        "llama_index.core.bridge.pydantic",
+        "llama_index.core.instrumentation",
+        "llama_index.core.llms.callbacks",
+        "llama_index.core.llms.llm",
+        "llama_index.core.utils",
+    ),
+}
+
+#: ``python -c FLOOR_SOURCE ARGS_JSON``: the framework's import, then the plain runtime up to the first text.
+FLOOR_SOURCE = """
+import importlib, json, sys, time
+args = json.loads(sys.argv[1])
+for name in args["imports"]:
+    importlib.import_module(name)
+import onnxruntime_genai as og
+marks = {"imported": time.monotonic()}
+cfg = og.Config(args["model"])
+cfg.overlay(args["overlay"])
+model = og.Model(cfg)
+tokenizer = og.Tokenizer(model)
+marks["loaded"] = time.monotonic()
+ids = tokenizer.encode(args["prompt"])
+stream = tokenizer.create_stream()
+params = og.GeneratorParams(model)
+params.set_search_options(max_length=len(ids) + args["new"], do_sample=False)
+gen = og.Generator(model, params)
+gen.append_tokens(ids)
+while not gen.is_done():
+    gen.generate_next_token()
+    if stream.decode(gen.get_next_tokens()[0]):
+        break
+marks["first"] = time.monotonic()
+print(json.dumps(marks))
+"""
+
+#: ``python -c FACE_SOURCE ARGS_JSON``: a face's import, its model object, its stream up to the first text.
+FACE_SOURCE = """
+import json, sys, time
+args = json.loads(sys.argv[1])
+kw = {"model": args["model"], "num_threads": args["threads"], "execution": args["execution"]}
+if args["face"] == "langchain":
+    from langchain_ryzenai import ChatRyzenAI
+    marks = {"imported": time.monotonic()}
+    llm = ChatRyzenAI(max_tokens=args["new"], **kw)
+    marks["constructed"] = time.monotonic()
+    for chunk in llm.stream(args["user"]):
+        if chunk.content:
+            break
+else:
+    from llamaindex_ryzenai import RyzenAILLM
+    marks = {"imported": time.monotonic()}
+    llm = RyzenAILLM(max_new_tokens=args["new"], **kw)
+    marks["constructed"] = time.monotonic()
+    for response in llm.stream_complete(args["user"]):
+        if response.delta:
+            break
+marks["first"] = time.monotonic()
+print(json.dumps(marks), flush=True)
+"""
+
+FACES = ("langchain", "llamaindex")
+
+
+def _overlay() -> str:
+    return json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": THREADS}}}})
+
+
+def _env() -> dict[str, str]:
+    """The children's environment: the execution default not overridden, nothing printed to stdout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RYZENAI_LLM_EXECUTION", "PYTHONVERBOSE")}
+    env.setdefault("PYTHONWARNINGS", "ignore")
+    return env
+
+
+def methods(model: Path, prompt: str, inline: bool) -> dict[str, list[str]]:
+    """Method name -> the command line of its process."""
+    floor = {"model": str(model), "overlay": _overlay(), "prompt": prompt, "new": NEW_TOKENS}
+    face = {"model": str(model), "threads": THREADS, "user": USER, "new": NEW_TOKENS}
+    out: dict[str, list[str]] = {"python": [sys.executable, "-c", "pass"]}
+    out["floor_oga"] = [sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": []})]
+    for name in FACES:
+        out[f"floor_{name}"] = [
+            sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": FRAMEWORK_IMPORTS[name]})
+        ]
+        out[name] = [sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "process"})]
+        if inline:
+            out[f"{name}_inline"] = [
+                sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "inline"})
+            ]
+    return out
+
+
+def run_once(cmd: list[str]) -> dict[str, float]:
+    """Start one process; the seconds from its start to each mark it reports ("end": to its exit)."""
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)  # noqa: S603
+    end = time.monotonic()
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[:2]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    lines = proc.stdout.strip().splitlines()
+    marks: dict[str, float] = json.loads(lines[-1]) if lines else {}
+    out = {k: v - t0 for k, v in marks.items()}
+    out["end"] = end - t0
+    out.setdefault("first", out["end"])  # python -c pass: its whole life
+    return out
+
+
+def rendered_prompt(model: Path) -> str:
+    """The prompt text the faces send for :data:`USER` (the package's template, rendered in this process)."""
+    from ryzenai_core import ChatMessage, Engine
+
+    engine = Engine.get(model, num_threads=THREADS, execution="inline")
+    return engine.render([ChatMessage("user", USER)])
+
+
+def worker_start(model: Path, repeat: int) -> dict[str, Any]:
+    """A worker started from this (warm) process: start + open the package + load, then the first token.
+
+    ``Engine.load`` of a new engine (its own worker) returns the load time the worker measured;
+    the rest of the call is the worker's start (interpreter, imports, package, "ready").
+    """
+    from ryzenai_core import ChatMessage, Engine
+    from ryzenai_core.options import validated_options
+
+    base = Engine.get(model, num_threads=THREADS, execution="process")
+    opts = validated_options(max_new_tokens=NEW_TOKENS, temperature=0)
+    rows = []
+    for _ in range(repeat):
+        engine = Engine(base.key, "process")
+        t0 = time.monotonic()
+        load = engine.load() or 0.0
+        t1 = time.monotonic()
+        for chunk in engine.stream([ChatMessage("user", USER)], opts):
+            if chunk.text:
+                break
+        t2 = time.monotonic()
+        engine.close()
+        rows.append({"start_ms": (t1 - t0 - load) * 1000, "load_ms": load * 1000, "first_token_ms": (t2 - t1) * 1000})
+        time.sleep(0.2)
+    return {k: _summary([r[k] for r in rows], 1) for k in rows[0]}
+
+
+_IMPORT_LINE = re.compile(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
+
+
+def import_profile(code: list[str], repeat: int = 3) -> dict[str, float]:
+    """``-X importtime`` of ``python <code>``: ms of self time per top-level package (median of ``repeat``)."""
+    runs: list[dict[str, float]] = []
+    for _ in range(repeat):
+        proc = subprocess.run(  # noqa: S603
+            [sys.executable, "-X", "importtime", *code], capture_output=True, text=True, env=_env(),
+            stdin=subprocess.DEVNULL, timeout=300,
+        )
+        per: dict[str, float] = defaultdict(float)
+        for line in proc.stderr.splitlines():
+            m = _IMPORT_LINE.match(line)
+            if m:
+                per[m.group(4).split(".")[0]] += int(m.group(1)) / 1000
+        runs.append(per)
+    names = set().union(*runs)
+    return {n: round(statistics.median(r.get(n, 0.0) for r in runs), 1) for n in names}
+
+
+def profiles() -> dict[str, Any]:
+    """Import profiles: each face's import against its floor's, and the worker's before it can load a model."""
+    out: dict[str, Any] = {}
+    for face, code in (
+        ("langchain", "from langchain_ryzenai import ChatRyzenAI"),
+        ("llamaindex", "from llamaindex_ryzenai import RyzenAILLM"),
+    ):
+        floor = "import onnxruntime_genai; " + "; ".join(f"import {m}" for m in FRAMEWORK_IMPORTS[face])
+        out[face] = {"face": import_profile(["-c", code]), "floor": import_profile(["-c", floor])}
+    # The worker with its stdin at its end: its module's imports, then it returns; then the runtime.
+    out["worker"] = import_profile(["-c", "import runpy, sys; sys.argv = ['w']; "
+                                    "runpy.run_module('ryzenai_core.worker', run_name='__main__'); "
+                                    "import ryzenai_core.session, onnxruntime_genai"])
+    return out
+
+
+def measure(name: str, model: Path, rounds: int, inline: bool) -> dict[str, Any]:
+    prompt = rendered_prompt(model)
+    cmds = methods(model, prompt, inline)
+    for cmd in cmds.values():  # warm-up: the files in the page cache, the bytecode compiled
+        run_once(cmd)
+    runs: dict[str, list[dict[str, float]]] = {k: [] for k in cmds}
+    names = list(cmds)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for k in order:
+            time.sleep(0.3)  # the previous process's workers and threads gone
+            runs[k].append(run_once(cmds[k]))
+        print(f"  round {r + 1}/{rounds}: " + ", ".join(f"{k} {runs[k][-1]['first']:.3f}" for k in names), flush=True)
+    out: dict[str, Any] = {
+        "rounds": rounds,
+        "prompt": prompt,
+        "total_s": {k: _summary([m["first"] for m in rs], 3) for k, rs in runs.items()},
+        "marks_s": {k: {mark: _summary([m[mark] for m in rs], 3) for mark in rs[0]} for k, rs in runs.items()},
+        "own_part_s": {},
+        "rounds_s": {k: [{m: round(v, 4) for m, v in row.items()} for row in rs] for k, rs in runs.items()},
+    }
+    for face in FACES:
+        floor = runs[f"floor_{face}"]
+        for k in (face, f"{face}_inline"):
+            if k in runs:
+                out["own_part_s"][k] = _summary([m["first"] - f["first"] for m, f in zip(runs[k], floor, strict=True)], 3)
+    out["worker_start_ms"] = worker_start(model, max(3, rounds // 2))
+    return out
+
+
+def _summary(values: list[float], digits: int) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+    }
+
+
+def report(results: dict[str, Any]) -> list[str]:
+    """Text summary and the RESULTS.md rows."""
+    lines = []
+    for name, res in results["models"].items():
+        lines.append(f"\n{name}: {res['rounds']} rounds, {results['threads']} thread(s); process start -> first text, s")
+        lines.append(f"  {'method':<20}{'total (min-max)':>24}{'imported':>10}{'built/loaded':>14}{'own part (min-max)':>26}")
+        for k, t in res["total_s"].items():
+            marks = res["marks_s"][k]
+            imp = marks.get("imported", {}).get("median")
+            mid = (marks.get("constructed") or marks.get("loaded") or {}).get("median")
+            own = res["own_part_s"].get(k)
+            lines.append(
+                f"  {k:<20}{t['median']:>9.3f} ({t['min']:.3f}-{t['max']:.3f})"
+                + (f"{imp:>10.3f}" if imp is not None else f"{'-':>10}")
+                + (f"{mid:>14.3f}" if mid is not None else f"{'-':>14}")
+                + (f"{own['median']:>+11.3f} ({own['min']:+.3f} to {own['max']:+.3f})" if own else "")
+            )
+        w = res["worker_start_ms"]
+        lines.append(
+            f"  a worker from a warm process: start {w['start_ms']['median']:.0f} ms, load {w['load_ms']['median']:.0f} ms, "
+            f"first token {w['first_token_ms']['median']:.0f} ms"
+        )
+    prof = results.get("import_profile")
+    if prof:
+        for face in FACES:
+            face_p, floor_p = prof[face]["face"], prof[face]["floor"]
+            extra = {k: v - floor_p.get(k, 0.0) for k, v in face_p.items()}
+            top = sorted(extra.items(), key=lambda kv: -kv[1])[:10]
+            lines.append(
+                f"\n  {face} import, ms of self time beyond the floor's (-X importtime), total "
+                f"{sum(face_p.values()) - sum(floor_p.values()):+.0f}: "
+                + ", ".join(f"{k} {v:+.0f}" for k, v in top if abs(v) >= 1)
+            )
+        worker = sorted(prof["worker"].items(), key=lambda kv: -kv[1])[:10]
+        lines.append(
+            f"  worker import (to a model load), ms, total {sum(prof['worker'].values()):.0f}: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in worker if v >= 1)
+        )
+    lines.append("\nRESULTS.md rows:")
+    for name, res in results["models"].items():
+        t, own = res["total_s"], res["own_part_s"]
+        cells = []
+        for face in FACES:
+            cells.append(f"{t[f'floor_{face}']['median']:.2f}")
+            cells.append(f"{t[face]['median']:.2f}; own {own[face]['median']:+.2f} "
+                         f"({own[face]['min']:+.2f} to {own[face]['max']:+.2f})")
+            inline = f"{face}_inline"
+            cells.append(f"{t[inline]['median']:.2f}; own {own[inline]['median']:+.2f}" if inline in t else "-")
+        head = (f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
+                f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}")
+        lines.append(f"| {head} | {name}, python {t['python']['median']:.2f}, oga {t['floor_oga']['median']:.2f} | "
+                     + " | ".join(cells) + " |")
+    return lines
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return [0.0, 0.0, 0.0]
+
+
+def main() -> None:
+    global THREADS
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--models", nargs="*", default=["bench-30m"], choices=list(MODELS))
+    parser.add_argument("--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/cold_start.json)")
+    parser.add_argument("--label", default="", help="a note stored with the results (e.g. the load on the machine)")
+    parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
+    parser.add_argument("--no-inline", action="store_true", help='skip the faces with execution="inline"')
+    parser.add_argument("--no-profile", action="store_true", help="skip the -X importtime profiles")
+    args = parser.parse_args()
+    THREADS = args.threads
+    import onnxruntime_genai as og
+
+    results: dict[str, Any] = {
+        "threads": THREADS,
+        "cpus": os.cpu_count(),
+        "onnxruntime_genai": og.__version__,
+        "label": args.label,
+        "load_average_before": load_average(),
+        "models": {},
+    }
+    for name in args.models:
+        path = MODELS[name]
+        if not (path / "genai_config.json").exists():
+            print(f"skipping {name}: {path} is missing (python scripts/build_fixtures.py --bench-only)")
+            continue
+        print(f"{name}:", flush=True)
+        results["models"][name] = measure(name, path, args.rounds, not args.no_inline)
+    if not args.no_profile:
+        results["import_profile"] = profiles()
+    results["load_average_after"] = load_average()
+    for line in report(results):
+        print(line)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
