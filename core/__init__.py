@@ -7,15 +7,17 @@ streaming generation (:class:`Engine` -> :class:`Chunk`), embedding models
 :class:`RerankEngine`) and the error hierarchy
 (:class:`RyzenAIError`). Imports neither LangChain nor LlamaIndex, and imports
 onnxruntime-genai (onnxruntime for embeddings) only when a model is loaded.
+
+Names load on first use (PEP 562): ``import ryzenai_core`` imports only the errors, and a
+worker process or a face imports only the wings it runs (no embeddings, rerankers or
+LlamaIndex-only helpers for a chat model).
 """
 
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+from __future__ import annotations
 
-from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
-from .embeddings.package import EmbeddingPackage
-from .engine.engine import Completion, Engine
+import importlib
+import typing
+
 from .errors import (
     ChatTemplateError,
     ConfigError,
@@ -35,25 +37,77 @@ from .errors import (
     UnsupportedModelError,
     WorkerDiedError,
 )
-from .generation.streaming import Chunk, Timings, Usage
-from .messages import ChatMessage, RawPrompt, ToolCall
-from .options import GenerationOptions, Guidance, ResponseFormat
-from .package.budget import BudgetPlan, ContextBudget
-from .package.folder import Mode, ModelPackage
-from .prompt.templates import ChatTemplate
-from .request import Request
-from .rerank.engine import RerankEngine, RerankResult
-from .rerank.package import RerankPackage
-from .spawn import freeze_support
 
-if _TYPE_CHECKING:  # the worker modules freeze_support runs by name, named for freezers that follow imports
+if typing.TYPE_CHECKING:
+    from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
+    from .embeddings.package import EmbeddingPackage
+    from .engine.engine import Completion, Engine
+    from .generation.streaming import Chunk, Timings, Usage
+    from .messages import ChatMessage, RawPrompt, ToolCall
+    from .options import GenerationOptions, Guidance, ResponseFormat
+    from .package.budget import BudgetPlan, ContextBudget
+    from .package.folder import Mode, ModelPackage
+    from .prompt.templates import ChatTemplate
+    from .request import Request
+    from .rerank.engine import RerankEngine, RerankResult
+    from .rerank.package import RerankPackage
+    from .spawn import freeze_support
+
+    __version__: str
+
+if typing.TYPE_CHECKING:  # the worker modules freeze_support runs by name, named for freezers that follow imports
     from .embeddings import worker as _embedding_worker  # noqa: F401
     from .engine import worker as _engine_worker  # noqa: F401
 
-try:
-    __version__ = _version("ryzenai-llm")
-except _PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+#: The public names imported on first use -> the module that defines them.
+_LAZY = {
+    "BudgetPlan": ".package.budget",
+    "ChatMessage": ".messages",
+    "ChatTemplate": ".prompt.templates",
+    "Chunk": ".generation.streaming",
+    "Completion": ".engine.engine",
+    "ContextBudget": ".package.budget",
+    "EmbeddingEngine": ".embeddings.embedding",
+    "EmbeddingPackage": ".embeddings.package",
+    "EmbeddingResult": ".embeddings.embedding",
+    "Engine": ".engine.engine",
+    "GenerationOptions": ".options",
+    "Guidance": ".options",
+    "Mode": ".package.folder",
+    "ModelPackage": ".package.folder",
+    "RawPrompt": ".messages",
+    "Request": ".request",
+    "RerankEngine": ".rerank.engine",
+    "RerankPackage": ".rerank.package",
+    "RerankResult": ".rerank.engine",
+    "ResponseFormat": ".options",
+    "Timings": ".generation.streaming",
+    "ToolCall": ".messages",
+    "Usage": ".generation.streaming",
+    "freeze_support": ".spawn",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    """Import a public name's module on first use (then the name is an ordinary attribute)."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: typing.Any = version("ryzenai-llm")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            value = "0.0.0"
+    elif name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "BudgetPlan",

@@ -171,3 +171,51 @@ def test_every_test_has_a_timeout(request: pytest.FixtureRequest) -> None:
     assert any(r.startswith("pytest-timeout") for r in pyproject["project"]["optional-dependencies"]["test"])
     assert request.config.pluginmanager.hasplugin("timeout")
     assert 60 <= float(request.config.getini("timeout")) <= 900
+
+
+def _modules_after(code: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after running ``code``."""
+    err = subprocess.run(  # the list on stderr: a worker moves its stdout there
+        [sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules), file=sys.stderr)"],
+        check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+    ).stderr
+    return set(err.splitlines()[-1].split())
+
+
+def test_importing_the_core_loads_its_names_on_first_use():
+    """``import ryzenai_core`` loads the errors only; a name loads its module when it is first used."""
+    loaded = _modules_after("import ryzenai_core")
+    assert {m for m in loaded if m.startswith("ryzenai_core")} == {"ryzenai_core", "ryzenai_core.errors"}
+    assert "jinja2" not in loaded and "pydantic" not in loaded
+    loaded = _modules_after("from ryzenai_core import ChatMessage, __version__; print(__version__)")
+    assert "ryzenai_core.messages" in loaded and "ryzenai_core.engine.engine" not in loaded
+    assert "__version__" in dir(ryzenai_core) and "Engine" in dir(ryzenai_core)
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        ryzenai_core.Nothing  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("code", "absent"),
+    [
+        (
+            "from langchain_ryzenai import ChatRyzenAI",
+            ("langchain_ryzenai.embeddings", "langchain_ryzenai.rerank", "ryzenai_core.embeddings",
+             "ryzenai_core.rerank", "onnxruntime", "numpy"),
+        ),
+        (
+            "from llamaindex_ryzenai import RyzenAILLM",
+            ("llamaindex_ryzenai.embeddings", "llamaindex_ryzenai.rerank", "llamaindex_ryzenai.postprocessor",
+             "ryzenai_core.embeddings", "ryzenai_core.rerank", "onnxruntime"),
+        ),
+        # The worker's module (what `python -m ryzenai_core.engine.worker` imports before its model):
+        # none of the caller's side (the engine, asyncio) nor the encoders.
+        (
+            "import ryzenai_core.engine.worker",
+            ("ryzenai_core.engine.engine", "ryzenai_core.embeddings", "ryzenai_core.rerank", "asyncio"),
+        ),
+    ],
+    ids=["langchain", "llamaindex", "worker"],
+)
+def test_a_chat_model_or_a_worker_imports_no_encoder_machinery(code, absent):
+    loaded = _modules_after(code)
+    assert not set(absent) & loaded, sorted(set(absent) & loaded)
