@@ -250,10 +250,11 @@ def profiles() -> dict[str, Any]:
     ):
         floor = "import onnxruntime_genai; " + "; ".join(f"import {m}" for m in FRAMEWORK_IMPORTS[face])
         out[face] = {"face": import_profile(["-c", code]), "floor": import_profile(["-c", floor])}
-    # The worker with its stdin at its end: its module's imports, then it returns; then the runtime.
-    out["worker"] = import_profile(["-c", "import runpy, sys; sys.argv = ['w']; "
-                                    "runpy.run_module('ryzenai_core.worker', run_name='__main__'); "
-                                    "import ryzenai_core.session, onnxruntime_genai"])
+    # The worker's module (what `python -m` imports before the model), then the session and the runtime.
+    from ryzenai_core.spawn import WORKER_MODULES
+
+    out["worker"] = import_profile(["-c", f"import {WORKER_MODULES[0]}, ryzenai_core.generation.session, "
+                                    "onnxruntime_genai"])
     return out
 
 
