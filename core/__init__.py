@@ -15,7 +15,6 @@ LlamaIndex-only helpers for a chat model).
 
 from __future__ import annotations
 
-import importlib
 import typing
 
 from .errors import (
@@ -37,6 +36,7 @@ from .errors import (
     UnsupportedModelError,
     WorkerDiedError,
 )
+from .lazy import lazy_names
 
 if typing.TYPE_CHECKING:
     from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
@@ -88,25 +88,16 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> typing.Any:
-    """Import a public name's module on first use (then the name is an ordinary attribute)."""
-    if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-        try:
-            value: typing.Any = version("ryzenai-llm")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            value = "0.0.0"
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    try:
+        return version("ryzenai-llm")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version})
 
 
 __all__ = [

@@ -6,10 +6,10 @@ rerank machinery (onnxruntime, LangChain's document types).
 
 from __future__ import annotations
 
-import importlib
 import typing
 
 from ryzenai_core.faces import require_framework
+from ryzenai_core.lazy import lazy_names
 
 require_framework("langchain_core", "langchain", "langchain_ryzenai")
 
@@ -24,22 +24,13 @@ if typing.TYPE_CHECKING:
 _LAZY = {"ChatRyzenAI": ".chat_models", "RyzenAIEmbeddings": ".embeddings", "RyzenAIRerank": ".rerank"}
 
 
-def __getattr__(name: str) -> typing.Any:
-    """Import a public name's module on first use (then the name is an ordinary attribute)."""
-    if name == "__version__":
-        import ryzenai_core
+def _version() -> str:
+    import ryzenai_core
 
-        value: typing.Any = ryzenai_core.__version__
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    return str(ryzenai_core.__version__)
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version})
 
 
 __all__ = ["ChatRyzenAI", "RyzenAIEmbeddings", "RyzenAIRerank", "__version__"]

@@ -11,10 +11,10 @@ and postprocessor machinery.
 
 from __future__ import annotations
 
-import importlib
 import typing
 
 from ryzenai_core.faces import require_framework
+from ryzenai_core.lazy import lazy_names
 
 require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 
@@ -36,22 +36,13 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> typing.Any:
-    """Import a public name's module on first use (then the name is an ordinary attribute)."""
-    if name == "__version__":
-        import ryzenai_core
+def _version() -> str:
+    import ryzenai_core
 
-        value: typing.Any = ryzenai_core.__version__
-    elif name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    return str(ryzenai_core.__version__)
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version})
 
 
 __all__ = [
