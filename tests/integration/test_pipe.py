@@ -120,9 +120,13 @@ def test_an_async_stream_beside_a_sync_one_gets_its_own_answer(engine, reference
 
 
 @pytest.mark.slow
-def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine):
+def test_ctrl_c_at_any_moment_of_a_stream_keeps_the_worker(engine, request):
     """A KeyboardInterrupt in the reading thread loses at most that stream's own frame: the pipe
     stays whole, so the worker is not replaced, and the next call streams the right answer."""
+    # Python's own Ctrl-C handler, whatever started pytest: a shell without job control (`pytest &`
+    # in a script, nohup) starts it with SIGINT ignored, and then no Ctrl-C would ever arrive.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     pid = engine.worker_pid()
     rng = random.Random(7)
     interrupted = 0
