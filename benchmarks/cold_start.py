@@ -17,7 +17,10 @@ first streamed text (``time.monotonic``, one clock for every process of the mach
   RyzenAILLM(model=...).stream_complete("hi")`` up to its first delta. Both with their default,
   the worker process (``execution="process"``); ``langchain_inline`` / ``llamaindex_inline``
   with ``execution="inline"`` (the model in the caller's process), for reference;
-- ``python``: ``python -c pass``, the interpreter's own start.
+- ``python``: ``python -c pass``, the interpreter's own start;
+- with ``--base DIR`` (another checkout of the project, e.g. ``git worktree add --detach DIR main``):
+  ``langchain_base`` / ``llamaindex_base``, the same faces run from that checkout's code (its
+  worker too), side by side with this one's in every round: a before / after on a busy machine.
 
 Each face's own part is its time minus its floor's in the same round (median over the rounds,
 with the lowest and highest). Every process also reports when it had imported (the face, or
@@ -139,6 +142,19 @@ print(json.dumps(marks), flush=True)
 """
 
 FACES = ("langchain", "llamaindex")
+#: Method name -> the PYTHONPATH its process (and its workers) get: the ``--base`` checkout's code.
+PYTHONPATHS: dict[str, str] = {}
+
+
+def base_path(checkout: Path) -> str:
+    """A folder that names the packages of another checkout as this one installs them (``core`` is ``ryzenai_core``)."""
+    import tempfile
+
+    shim = Path(tempfile.mkdtemp(prefix="cold-start-base-"))
+    for name, folder in (("ryzenai_core", "core"), ("langchain_ryzenai", "langchain_ryzenai"),
+                         ("llamaindex_ryzenai", "llamaindex_ryzenai")):
+        (shim / name).symlink_to(checkout.resolve() / folder, target_is_directory=True)
+    return str(shim)
 
 
 def _overlay() -> str:
@@ -152,7 +168,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def methods(model: Path, prompt: str, inline: bool) -> dict[str, list[str]]:
+def methods(model: Path, prompt: str, inline: bool, base: str | None = None) -> dict[str, list[str]]:
     """Method name -> the command line of its process."""
     floor = {"model": str(model), "overlay": _overlay(), "prompt": prompt, "new": NEW_TOKENS}
     face = {"model": str(model), "threads": THREADS, "user": USER, "new": NEW_TOKENS}
@@ -163,6 +179,9 @@ def methods(model: Path, prompt: str, inline: bool) -> dict[str, list[str]]:
             sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": FRAMEWORK_IMPORTS[name]})
         ]
         out[name] = [sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "process"})]
+        if base is not None:
+            out[f"{name}_base"] = out[name]
+            PYTHONPATHS[f"{name}_base"] = base
         if inline:
             out[f"{name}_inline"] = [
                 sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "inline"})
@@ -170,10 +189,15 @@ def methods(model: Path, prompt: str, inline: bool) -> dict[str, list[str]]:
     return out
 
 
-def run_once(cmd: list[str]) -> dict[str, float]:
+def run_once(cmd: list[str], pythonpath: str | None = None) -> dict[str, float]:
     """Start one process; the seconds from its start to each mark it reports ("end": to its exit)."""
+    env = _env()
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)  # noqa: S603
+    # From the other checkout's folder: `python -c` puts the working directory first on sys.path.
+    cwd = pythonpath if pythonpath is not None else None
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)  # noqa: S603
     end = time.monotonic()
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[:2]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -258,18 +282,18 @@ def profiles() -> dict[str, Any]:
     return out
 
 
-def measure(name: str, model: Path, rounds: int, inline: bool) -> dict[str, Any]:
+def measure(name: str, model: Path, rounds: int, inline: bool, base: str | None = None) -> dict[str, Any]:
     prompt = rendered_prompt(model)
-    cmds = methods(model, prompt, inline)
-    for cmd in cmds.values():  # warm-up: the files in the page cache, the bytecode compiled
-        run_once(cmd)
+    cmds = methods(model, prompt, inline, base)
+    for k, cmd in cmds.items():  # warm-up: the files in the page cache, the bytecode compiled
+        run_once(cmd, PYTHONPATHS.get(k))
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in cmds}
     names = list(cmds)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
             time.sleep(0.3)  # the previous process's workers and threads gone
-            runs[k].append(run_once(cmds[k]))
+            runs[k].append(run_once(cmds[k], PYTHONPATHS.get(k)))
         print(f"  round {r + 1}/{rounds}: " + ", ".join(f"{k} {runs[k][-1]['first']:.3f}" for k in names), flush=True)
     out: dict[str, Any] = {
         "rounds": rounds,
@@ -281,7 +305,7 @@ def measure(name: str, model: Path, rounds: int, inline: bool) -> dict[str, Any]
     }
     for face in FACES:
         floor = runs[f"floor_{face}"]
-        for k in (face, f"{face}_inline"):
+        for k in (face, f"{face}_inline", f"{face}_base"):
             if k in runs:
                 out["own_part_s"][k] = _summary([m["first"] - f["first"] for m, f in zip(runs[k], floor, strict=True)], 3)
     out["worker_start_ms"] = worker_start(model, max(3, rounds // 2))
@@ -368,6 +392,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
     parser.add_argument("--no-inline", action="store_true", help='skip the faces with execution="inline"')
     parser.add_argument("--no-profile", action="store_true", help="skip the -X importtime profiles")
+    parser.add_argument("--base", type=Path, default=None,
+                        help="another checkout (e.g. a worktree of main): its faces run side by side, as *_base")
     args = parser.parse_args()
     THREADS = args.threads
     import onnxruntime_genai as og
@@ -386,7 +412,8 @@ def main() -> None:
             print(f"skipping {name}: {path} is missing (python scripts/build_fixtures.py --bench-only)")
             continue
         print(f"{name}:", flush=True)
-        results["models"][name] = measure(name, path, args.rounds, not args.no_inline)
+        base = base_path(args.base) if args.base is not None else None
+        results["models"][name] = measure(name, path, args.rounds, not args.no_inline, base)
     if not args.no_profile:
         results["import_profile"] = profiles()
     results["load_average_after"] = load_average()
