@@ -8,7 +8,8 @@
   cut-off for every face (LLMs, embeddings, rerankers).
 * :func:`require_framework`: a face's import says which extra to install when its framework is missing.
 
-This module sits above the engine (it opens engines for the faces); nothing in the core imports it.
+This module sits above the engine (it opens engines for the faces, importing it on first use);
+nothing in the core imports it.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .engine.engine import Engine
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions, ModelName, Provider
 from .request import Request
+
+if TYPE_CHECKING:
+    from .engine.engine import Engine
 
 __all__ = ["SUGGESTION_CUTOFF", "LLMSettings", "did_you_mean", "require_framework"]
 
@@ -96,6 +99,8 @@ class LLMSettings(BaseModel):
 
     def open_engine(self, model: str | None = None) -> Engine:
         """The shared engine of ``model`` (default: this one's) with these runtime settings; loads lazily."""
+        from .engine.engine import Engine  # on first use: importing a face does not load the engine
+
         return Engine.get(model or self.model, **self.runtime_settings())
 
     def worker_pid(self) -> int | None:

@@ -182,6 +182,12 @@ def _modules_after(code: str) -> set[str]:
     return set(err.splitlines()[-1].split())
 
 
+def test_importing_a_face_loads_no_engine():
+    """The engine (sessions, templates, the worker client) loads with the first model a face opens."""
+    loaded = _modules_after("import langchain_ryzenai, llamaindex_ryzenai")
+    assert "ryzenai_core.engine.engine" not in loaded and "ryzenai_core.generation.session" not in loaded
+
+
 def test_importing_the_core_loads_its_names_on_first_use():
     """``import ryzenai_core`` loads the errors only; a name loads its module when it is first used."""
     loaded = _modules_after("import ryzenai_core")
