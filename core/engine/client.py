@@ -275,7 +275,7 @@ class WorkerClient(Backend):
             return
         control = call.control
         # Loading the model in the new worker is no part of the call's time (as on a first call).
-        # "queued" first: the caller then looks again every POLL seconds, so it sees the
+        # "queued" first: the caller then looks again every QUEUED_POLL seconds, so it sees the
         # deadline come back (it would otherwise block without one).
         control.phase = Phase.QUEUED
         try:

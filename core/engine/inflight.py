@@ -16,13 +16,13 @@ import time
 from collections.abc import AsyncGenerator, Callable, Generator
 
 from ..errors import GenerationTimeoutError, WorkerDiedError
+from ..generation import scheduler
 from ..generation.call import CallControl, CallSpec
 from ..generation.scheduler import ReadWatch, abandoned_error
 from ..generation.streaming import Chunk
 from ..request import Request
 
 __all__ = [
-    "POLL",
     "REPORT_MARGIN",
     "Backend",
     "Item",
@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 
 #: Seconds the caller waits past a deadline for the model's own timeout report (it checks between tokens).
 REPORT_MARGIN = 0.5
-POLL = 0.25  # seconds between looks at unread streams while a call waits for the model
 
 #: What a backend hands a waiting caller: a chunk, None (the end) or the call's error.
 Item = Chunk | BaseException | None
@@ -249,7 +248,8 @@ def wait_slice(control: CallControl) -> float | None:
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
     if control.phase != "queued":
         return remaining
-    return POLL if remaining is None else min(remaining, POLL)
+    poll = scheduler.QUEUED_POLL  # the scheduler's look at unread streams, from the caller's side
+    return poll if remaining is None else min(remaining, poll)
 
 
 def caller_deadline_passed(control: CallControl) -> bool:

@@ -13,7 +13,6 @@ import pytest
 from conftest import LASTING_MODEL, LASTING_TOKENS, TINY_LLAMA
 from ryzenai_core import ChatMessage, ChatTemplateError, Engine, GenerationTimeoutError, StreamAbandonedError
 from ryzenai_core.engine import client as client_module
-from ryzenai_core.engine import inflight
 from ryzenai_core.generation import scheduler as scheduler_module
 from ryzenai_core.options import validated_options
 
@@ -37,7 +36,6 @@ def _quick_unread_grace(monkeypatch) -> None:
     """
     monkeypatch.setattr(scheduler_module, "ABANDON_AFTER", 0.2)
     monkeypatch.setattr(scheduler_module, "QUEUED_POLL", 0.05)
-    monkeypatch.setattr(inflight, "POLL", 0.05)
 
 
 @pytest.fixture
