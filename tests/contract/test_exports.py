@@ -188,6 +188,12 @@ def test_importing_a_face_loads_no_engine():
     assert "ryzenai_core.engine.engine" not in loaded and "ryzenai_core.generation.session" not in loaded
 
 
+def test_a_worker_starts_without_the_network_stack():
+    """A model worker's start (its imports are most of it) brings no http.client, ssl or email: file: URLs import them."""
+    loaded = _modules_after("import ryzenai_core.engine.worker")
+    assert not {"http.client", "ssl", "urllib.request"} & loaded
+
+
 def test_importing_the_core_loads_its_names_on_first_use():
     """``import ryzenai_core`` loads the errors only; a name loads its module when it is first used."""
     loaded = _modules_after("import ryzenai_core")
