@@ -226,7 +226,8 @@ def _read_bytes(value: Any, label: str) -> bytes:
         value = os.fspath(value)
     if not isinstance(value, str) or not value:
         raise InvalidRequestError(
-            f"{label} has no image: give bytes, a local path, a file:// URL or a data: URL (got {type(value).__name__})"
+            f"{label} has no image: give bytes, a local path, a file:// URL or a data: URL "
+            f"(got {type(value).__name__})"
         )
     lowered = value[:16].lower()
     if lowered.startswith(("http://", "https://")):
@@ -243,7 +244,7 @@ def _read_bytes(value: Any, label: str) -> bytes:
         except (binascii.Error, ValueError) as exc:
             raise InvalidRequestError(f"{label} is a data: URL whose base64 payload is not valid ({exc})") from None
     if lowered.startswith("file:"):
-        # Imported here: urllib.request brings http.client, ssl and email (~20-35 ms), for file: URLs only.
+        # Imported here: urllib.request brings http.client and ssl (~20-35 ms), for file: URLs only.
         from urllib.request import url2pathname  # noqa: PLC0415
 
         value = url2pathname(urlparse(value).path)

@@ -189,7 +189,7 @@ def test_importing_a_face_loads_no_engine():
 
 
 def test_a_worker_starts_without_the_network_stack():
-    """A model worker's start (its imports are most of it) brings no http.client, ssl or email: file: URLs import them."""
+    """A model worker's start (its imports are most of it) brings no http.client or ssl: only a file: URL imports them."""
     loaded = _modules_after("import ryzenai_core.engine.worker")
     assert not {"http.client", "ssl", "urllib.request"} & loaded
 
