@@ -41,8 +41,8 @@ from .lazy import lazy_names
 if typing.TYPE_CHECKING:
     from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
     from .embeddings.package import EmbeddingPackage
-    from .engine.engine import Completion, Engine
-    from .generation.streaming import Chunk, Timings, Usage
+    from .engine.engine import Engine
+    from .generation.streaming import Chunk, Completion, Timings, Usage
     from .messages import ChatMessage, RawPrompt, ToolCall
     from .options import GenerationOptions, Guidance, ResponseFormat
     from .package.budget import BudgetPlan, ContextBudget
@@ -65,7 +65,7 @@ _LAZY = {
     "ChatMessage": ".messages",
     "ChatTemplate": ".prompt.templates",
     "Chunk": ".generation.streaming",
-    "Completion": ".engine.engine",
+    "Completion": ".generation.streaming",
     "ContextBudget": ".package.budget",
     "EmbeddingEngine": ".embeddings.embedding",
     "EmbeddingPackage": ".embeddings.package",

@@ -19,10 +19,10 @@ import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions, ModelName, Provider
+from .options import GenerationOptions, ModelName, Provider, llm_execution
 from .request import Request
 
 if TYPE_CHECKING:
@@ -86,6 +86,15 @@ class LLMSettings(BaseModel):
         "error", description="a prompt over the limit: raise, or drop the oldest turns"
     )
     chat_template: str | None = Field(None, description="Jinja chat template (source or file) to use instead")
+
+    @model_validator(mode="after")
+    def _start_worker_early(self) -> Any:
+        """A model whose calls run in a worker process has one started now (see :mod:`ryzenai_core.engine.spare`)."""
+        if llm_execution(self.execution) == "process":
+            from .engine import spare
+
+            spare.start_spare()
+        return self
 
     def runtime_settings(self) -> dict[str, Any]:
         """What :meth:`Engine.get <ryzenai_core.engine.engine.Engine.get>` takes among these settings."""

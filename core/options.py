@@ -1,8 +1,10 @@
 """Generation options: one pydantic model, ``None`` meaning "the package's default".
 
-Precedence for sampling: the caller's value, then the package's ``search`` section of
-genai_config.json, then the library default. Only values that are set are sent to the
-runtime (:func:`resolve_search`).
+:class:`GenerationOptions` validates what a caller asks; :meth:`GenerationOptions.plain` gives
+the same values as plain data (:class:`~ryzenai_core.call_options.CallOptions`), which is what a
+session runs and a worker receives. Precedence for sampling: the caller's value, then the
+package's ``search`` section of genai_config.json, then the library default. Only values that
+are set are sent to the runtime (:func:`resolve_search`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from pydantic import (
     model_validator,
 )
 
+from .call_options import (
+    PROVIDERS,
+    CallOptions,
+    FormatSpec,
+    GuidanceSpec,
+    check_runtime_settings,
+    forces_tool,
+    resolve_search,
+)
 from .errors import InvalidRequestError
 
 __all__ = [
@@ -35,9 +46,11 @@ __all__ = [
     "ResponseFormat",
     "resolve_search",
     "response_format_from",
+    "ENV_EXECUTION",
     "Execution",
     "check_runtime_settings",
     "execution_setting",
+    "llm_execution",
     "tool_choice_from",
     "validated_options",
 ]
@@ -57,27 +70,16 @@ def _model_name(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-#: Execution providers a call may choose instead of the package's own.
-PROVIDERS = ("cpu", "cuda", "dml")
-
-
-def check_runtime_settings(provider: str | None, num_threads: int | None = None) -> None:
-    """Refuse a provider or thread count no runtime takes (checked when a model object is made).
-
-    Raises:
-        InvalidRequestError: naming the value and what is accepted.
-    """
-    if provider is not None and provider not in PROVIDERS:
-        raise InvalidRequestError(
-            f"provider {provider!r} is not supported; use None (the package's own: Ryzen AI for AMD's packages), "
-            f"or one of {', '.join(repr(p) for p in PROVIDERS)}"
-        )
-    if num_threads is not None and num_threads < 1:
-        raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
-
-
 #: Where a model runs: ``"process"`` (a worker process) or ``"inline"`` (this process).
 Execution = Literal["process", "inline"]
+#: The environment variable that sets where LLMs run when a model object does not say (default ``"process"``).
+ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
+
+
+def llm_execution(execution: Execution | None) -> str:
+    """Where an LLM runs: its own ``execution`` setting, else :data:`ENV_EXECUTION`, else ``"process"``."""
+    return execution or os.environ.get(ENV_EXECUTION, "process")
+
 #: The encoders' former name for :data:`Execution` and its values (``"thread"`` is ``"inline"``).
 _ISOLATION: dict[str, Execution] = {"process": "process", "thread": "inline"}
 
@@ -306,6 +308,12 @@ class GenerationOptions(BaseModel):
     def _format(cls, value: Any) -> Any:
         return response_format_from(value)
 
+    @field_validator("guidance", mode="before")
+    @classmethod
+    def _guidance(cls, value: Any) -> Any:
+        # what the grammar builders of ryzenai_core.prompt.structured return
+        return {"type": value.type, "data": value.data} if isinstance(value, GuidanceSpec) else value
+
     @field_validator("template_vars")
     @classmethod
     def _not_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -317,7 +325,15 @@ class GenerationOptions(BaseModel):
     @property
     def forced_tool(self) -> bool:
         """Whether the answer must be a tool call."""
-        return self.tool_choice not in ("auto", "none")
+        return forces_tool(self.tool_choice)
+
+    def plain(self) -> CallOptions:
+        """These options as plain data: what a session runs and a worker receives (no pydantic needed there)."""
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        guidance, shape = self.guidance, self.response_format
+        values["guidance"] = None if guidance is None else GuidanceSpec(guidance.type, guidance.data)
+        values["response_format"] = None if shape is None else FormatSpec(shape.type, shape.json_schema)
+        return CallOptions(**values)
 
     @model_validator(mode="after")
     def _one_constraint(self) -> GenerationOptions:
@@ -378,32 +394,3 @@ def validated_options(**kwargs: Any) -> GenerationOptions:
             where = names.get(where, where) if isinstance(names, Mapping) else where
             problems.append(f"{where}={err.get('input')!r}: {message}")
         raise InvalidRequestError("invalid generation options: " + "; ".join(problems)) from None
-
-
-# Library defaults, used when neither the caller nor the package sets a value.
-_LIBRARY_DEFAULTS: dict[str, Any] = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
-_SEARCH_KEYS = ("do_sample", "temperature", "top_k", "top_p", "repetition_penalty")
-
-
-def resolve_search(options: GenerationOptions, package_search: dict[str, Any]) -> dict[str, Any]:
-    """Search options for onnxruntime-genai (without ``max_length``).
-
-    Caller's value, then the package's ``search``, then the library default. An explicit
-    ``temperature=0`` means greedy; an explicit positive temperature turns sampling on
-    unless ``do_sample=False`` is given too.
-    """
-    out: dict[str, Any] = {}
-    for key in _SEARCH_KEYS:
-        value = getattr(options, key)
-        if value is None:
-            value = package_search.get(key, _LIBRARY_DEFAULTS.get(key))
-        if value is not None:
-            out[key] = value
-    if options.temperature is not None and options.do_sample is None:
-        out["do_sample"] = options.temperature > 0
-    if out.get("temperature") == 0:
-        out["do_sample"] = False
-        out["temperature"] = 1.0
-    if options.seed is not None:
-        out["random_seed"] = options.seed
-    return out

@@ -22,15 +22,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from .call_options import CallOptions, as_call_options
 from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions
-from .package.budget import ContextBudget
-from .prompt.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
-from .prompt.templates import ChatTemplate
+
+if TYPE_CHECKING:
+    # A face builds requests without the template machinery; resolving runs where the model is, and
+    # there (a worker) without pydantic: options arrive as plain CallOptions.
+    from .options import GenerationOptions
+    from .package.budget import ContextBudget
+    from .prompt.templates import ChatTemplate
 
 __all__ = ["Request", "resolve"]
+
+
+def _default_options() -> GenerationOptions:
+    from .options import GenerationOptions
+
+    return GenerationOptions()
 
 
 @dataclass(frozen=True)
@@ -47,17 +58,17 @@ class Request:
     """
 
     messages: Sequence[ChatMessage] | RawPrompt
-    options: GenerationOptions = field(default_factory=GenerationOptions)
+    options: GenerationOptions = field(default_factory=_default_options)
     timeout: float | None = None
     max_retries: int = 1
 
 
 def resolve(
-    options: GenerationOptions,
+    options: CallOptions | GenerationOptions,
     template: ChatTemplate,
     budget: ContextBudget,
     count_text: Callable[[str], int],
-) -> GenerationOptions:
+) -> CallOptions:
     """The options onnxruntime-genai runs for ``options`` (see the module docstring).
 
     Idempotent: the result has its intent (``tool_choice``, ``response_format``) turned into
@@ -74,13 +85,16 @@ def resolve(
             tool-call format, a schema that is not a JSON object schema, parallel tool calls
             asked of a template that renders one call per assistant turn.
     """
+    from .prompt.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
+
+    options = as_call_options(options)
     parallel = _parallel_tool_calls(options, template)
     forced = options.forced_tool
     shaped = options.response_format is not None
     if not forced and not shaped and options.tool_choice == "auto" and options.guidance is None:
         if parallel == options.parallel_tool_calls:
             return options
-        return options.model_copy(update={"parallel_tool_calls": parallel})
+        return options.replace(parallel_tool_calls=parallel)
     tools = () if options.tool_choice == "none" else options.tools
     max_new = options.max_new_tokens
     if max_new is None and (forced or shaped):
@@ -103,20 +117,18 @@ def resolve(
     thinking = options.enable_thinking
     if guidance is not None and thinking is None and template.supports_thinking:
         thinking = False
-    return options.model_copy(
-        update={
-            "tools": tools,
-            "tool_choice": "auto",
-            "response_format": None,
-            "guidance": guidance,
-            "max_new_tokens": max_new,
-            "enable_thinking": thinking,
-            "parallel_tool_calls": parallel,
-        }
+    return options.replace(
+        tools=tools,
+        tool_choice="auto",
+        response_format=None,
+        guidance=guidance,
+        max_new_tokens=max_new,
+        enable_thinking=thinking,
+        parallel_tool_calls=parallel,
     )
 
 
-def _parallel_tool_calls(options: GenerationOptions, template: ChatTemplate) -> bool | None:
+def _parallel_tool_calls(options: CallOptions, template: ChatTemplate) -> bool | None:
     """Whether an answer may hold several tool calls (None without tools).
 
     Raises:

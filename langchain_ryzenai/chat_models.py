@@ -39,7 +39,7 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator, model_validator
 from typing_extensions import Self
 
-from ryzenai_core import Engine, InvalidRequestError, Request
+from ryzenai_core import InvalidRequestError, Request
 from ryzenai_core.faces import LLMSettings, did_you_mean
 from ryzenai_core.options import ModelName, validated_options
 from ryzenai_core.package.capabilities import read_capabilities
@@ -60,6 +60,8 @@ from ._profile import model_profile
 
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile
+
+    from ryzenai_core import Engine
 
 __all__ = ["ChatRyzenAI"]
 

@@ -31,9 +31,8 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import ImageDocument, ImageNode
 
-from ryzenai_core.engine.engine import Completion
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.generation.streaming import Chunk
+from ryzenai_core.generation.streaming import Chunk, Completion
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
 from ryzenai_core.prompt.formats import parse_arguments

@@ -6,11 +6,12 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
-
-from ryzenai_core.engine.engine import Engine
+from typing import TYPE_CHECKING, Any
 
 from ._calibration import SEGMENTS
+
+if TYPE_CHECKING:
+    from ryzenai_core.engine.engine import Engine
 
 __all__ = ["RATIOS", "RATIOS_LOCK", "PackageTokenizer", "is_default_tokenizer", "measure_ratio", "tokenizer_owner"]
 

@@ -24,7 +24,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llama_index.core
 from llama_index.core import Settings
@@ -47,16 +47,13 @@ from llama_index.core.llms.llm import ToolSelection, default_completion_to_promp
 from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
-from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.faces import LLMSettings, did_you_mean
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import validated_options
-from ryzenai_core.package.budget import ContextBudget
 from ryzenai_core.package.capabilities import Capabilities, capabilities
 from ryzenai_core.package.packing import packing_limit
-from ryzenai_core.prompt.templates import ChatTemplate
 from ryzenai_core.request import Request
 
 from ._convert import (
@@ -78,6 +75,11 @@ from ._tokens import (
     measure_ratio,
     tokenizer_owner,
 )
+
+if TYPE_CHECKING:  # the engine and the template machinery load when the model is first used
+    from ryzenai_core.engine.engine import Engine
+    from ryzenai_core.package.budget import ContextBudget
+    from ryzenai_core.prompt.templates import ChatTemplate
 
 __all__ = ["PackageTokenizer", "RyzenAILLM"]
 

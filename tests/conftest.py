@@ -75,10 +75,11 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
     import onnxruntime_genai as og
 
     from ryzenai_core.embeddings import runner
-    from ryzenai_core.engine import client
+    from ryzenai_core.engine import spare
 
     monkeypatch.setattr(og, "Model", refuse)
-    monkeypatch.setattr(client, "popen_worker", refuse)
+    monkeypatch.setattr(spare, "popen_worker", refuse)  # every model worker starts there
+    monkeypatch.setattr(spare, "start_spare", lambda: None)  # building a model object starts none here
     monkeypatch.setattr(runner, "popen_worker", refuse)
     try:
         import onnxruntime as ort
@@ -215,7 +216,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Calla
             (info / "METADATA").write_text("\n".join(lines) + "\n", encoding="utf-8")
         runtime_info.cache_clear()
 
-    monkeypatch.setattr(runtime_module, "md", fake)
+    monkeypatch.setattr(runtime_module, "_metadata", lambda: fake)
     runtime_info.cache_clear()
     yield install
     runtime_info.cache_clear()

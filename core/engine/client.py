@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..call_options import as_call_options
 from ..errors import GenerationError, GenerationTimeoutError, WorkerDiedError
 from ..generation.call import Phase
-from ..generation.session import SessionKey
+from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk
 from ..ipc import (
-    PIPE_BUFFER,
     Call,
     Cancel,
     Delta,
@@ -42,8 +42,8 @@ from ..ipc import (
     write_frame,
 )
 from ..messages import RawPrompt
-from ..spawn import popen_worker
 from .inflight import Backend, PendingCall
+from .spare import start_worker, take_spare
 
 __all__ = ["START_TIMEOUT", "STUCK_GRACE", "WorkerClient", "read_first_frame"]
 
@@ -120,7 +120,7 @@ class WorkerClient(Backend):
                 return proc
             if self._closed:  # a call still in flight (a resend) after close(): no new worker
                 raise WorkerDiedError("the engine was closed during the call")
-            proc = popen_worker("ryzenai_core.engine.worker", bufsize=PIPE_BUFFER)
+            proc = take_spare() or start_worker()  # the one started ahead, when one waits
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, Init(self.key), self._write_lock)
@@ -263,7 +263,7 @@ class WorkerClient(Backend):
         self._streams[call.rid] = call
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
         try:
-            self._send(Stream(call.rid, messages, request.options, control.timeout))
+            self._send(Stream(call.rid, messages, as_call_options(request.options), control.timeout))
         except WorkerDiedError as exc:  # it died before the request reached it: resent as the policy says
             if self._closed or not call.may_retry(exc):
                 raise

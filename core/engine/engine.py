@@ -27,61 +27,29 @@ import logging
 import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..call_options import as_call_options
 from ..errors import InvalidRequestError
-from ..generation.session import Session, SessionKey
-from ..generation.streaming import Chunk
+from ..generation.loader import SessionKey
+from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
 from ..messages import ChatMessage, RawPrompt
-from ..options import GenerationOptions, check_runtime_settings
+from ..options import ENV_EXECUTION, Execution, GenerationOptions, check_runtime_settings, llm_execution
 from ..package.budget import ContextBudget
 from ..package.folder import ModelPackage
 from ..package.hub import resolve_model
 from ..prompt.templates import ChatTemplate, PackageTemplates
 from ..request import Request
 from .client import WorkerClient
-from .inline import InlineBackend
 from .registry import Registry, Slot, folder_identity
 
-__all__ = ["Completion", "Engine", "Execution", "aaggregate", "aggregate"]
+if TYPE_CHECKING:  # the inline backend (and with it the session's modules) loads when an inline engine first runs
+    from ..generation.session import Session
+    from .inline import InlineBackend
 
-Execution = Literal["process", "inline"]
-ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
+__all__ = ["ENV_EXECUTION", "Completion", "Engine", "Execution", "aaggregate", "aggregate"]
+
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Completion(Chunk):
-    """A whole answer: the aggregate of a stream (the fields of a :class:`Chunk`)."""
-
-    def add(self, chunk: Chunk) -> None:
-        """Fold one chunk in."""
-        self.text += chunk.text
-        self.reasoning += chunk.reasoning
-        self.tool_calls.extend(chunk.tool_calls)
-        self.token_ids.extend(chunk.token_ids)
-        if chunk.finish_reason is not None:
-            self.finish_reason = chunk.finish_reason
-            self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
-            self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
-            self.provider = chunk.provider
-
-
-def aggregate(chunks: Iterator[Chunk]) -> Completion:
-    """Fold a stream into a :class:`Completion`."""
-    out = Completion()
-    for chunk in chunks:
-        out.add(chunk)
-    return out
-
-
-async def aaggregate(chunks: AsyncIterator[Chunk]) -> Completion:
-    """Async twin of :func:`aggregate`."""
-    out = Completion()
-    async for chunk in chunks:
-        out.add(chunk)
-    return out
 
 
 def _request(
@@ -132,7 +100,7 @@ class Engine:
         session options overlaid on the package's (``{"log_severity_level": 3}``, ...).
         """
         check_runtime_settings(provider, num_threads)
-        mode = execution or os.environ.get(ENV_EXECUTION, "process")
+        mode = llm_execution(execution)
         options = json.dumps(dict(session_options), sort_keys=True) if session_options else "{}"
         name = None
         if not isinstance(model, ModelPackage):
@@ -163,7 +131,12 @@ class Engine:
         """The inline session or the worker connection (created on first use)."""
         with self._backend_lock:
             if self._backend is None:
-                self._backend = InlineBackend(self.key) if self.execution == "inline" else WorkerClient(self.key)
+                if self.execution == "inline":
+                    from .inline import InlineBackend
+
+                    self._backend = InlineBackend(self.key)
+                else:
+                    self._backend = WorkerClient(self.key)
             return self._backend
 
     # -- generation
@@ -222,11 +195,11 @@ class Engine:
     # -- tokens
     def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> int:
         """Prompt tokens of ``messages`` with the package's template and tokenizer."""
-        return int(self.backend.call("count_tokens", list(messages), options or GenerationOptions()))
+        return int(self.backend.call("count_tokens", list(messages), as_call_options(options)))
 
     def render(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> str:
         """The prompt text for ``messages``."""
-        return str(self.backend.call("render", list(messages), options or GenerationOptions()))
+        return str(self.backend.call("render", list(messages), as_call_options(options)))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""
@@ -252,7 +225,7 @@ class Engine:
             InvalidRequestError: the engine runs its model in a worker process.
         """
         backend = self.backend
-        if not isinstance(backend, InlineBackend):
+        if isinstance(backend, WorkerClient):
             raise InvalidRequestError(
                 f"the engine of {self.package.name} runs in a worker process; use execution='inline'"
             )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import RyzenAIError
-from ..generation.session import SessionKey
+from ..generation.loader import SessionKey
 from ..package.folder import ModelPackage
 
 __all__ = ["Registry", "Slot", "folder_identity", "npu_identity"]

@@ -14,14 +14,24 @@ from __future__ import annotations
 
 import codecs
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import ToolCall
 from ..package.budget import BudgetPlan
 
-__all__ = ["Chunk", "IncrementalDecoder", "OutputParser", "StopFilter", "Timings", "Usage"]
+__all__ = [
+    "Chunk",
+    "Completion",
+    "IncrementalDecoder",
+    "OutputParser",
+    "StopFilter",
+    "Timings",
+    "Usage",
+    "aaggregate",
+    "aggregate",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +104,40 @@ class Chunk:
     provider: str | None = None
     """The execution provider that ran the call, as onnxruntime-genai names its device
     (``RyzenAI``, ``CPU``, ``DML``, ...; last chunk)."""
+
+
+@dataclass
+class Completion(Chunk):
+    """A whole answer: the aggregate of a stream (the fields of a :class:`Chunk`)."""
+
+    def add(self, chunk: Chunk) -> None:
+        """Fold one chunk in."""
+        self.text += chunk.text
+        self.reasoning += chunk.reasoning
+        self.tool_calls.extend(chunk.tool_calls)
+        self.token_ids.extend(chunk.token_ids)
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+            self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
+            self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
+            self.provider = chunk.provider
+
+
+def aggregate(chunks: Iterator[Chunk]) -> Completion:
+    """Fold a stream into a :class:`Completion`."""
+    out = Completion()
+    for chunk in chunks:
+        out.add(chunk)
+    return out
+
+
+async def aaggregate(chunks: AsyncIterator[Chunk]) -> Completion:
+    """Async twin of :func:`aggregate`."""
+    out = Completion()
+    async for chunk in chunks:
+        out.add(chunk)
+    return out
+
 
 
 class IncrementalDecoder:

@@ -21,12 +21,15 @@ import logging
 import os
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..errors import ModelPackageError, RuntimeNotAvailableError, RyzenAIError
-from ..prompt.templates import ChatTemplate
 from .folder import ModelPackage
 from .hub import resolve_model
 from .runtime import ENV_RELEASE, parse_release, runtime_info
+
+if TYPE_CHECKING:  # the template machinery (Jinja) loads when a package's capabilities are first read
+    from ..prompt.templates import ChatTemplate
 
 __all__ = ["Capabilities", "capabilities", "load_problem", "read_capabilities"]
 
@@ -75,6 +78,8 @@ def capabilities(package: ModelPackage, template: ChatTemplate | None = None) ->
         ModelPackageError: the package's limits cannot be read (see :attr:`ModelPackage.budget`).
         ChatTemplateError: the package's template is not valid Jinja.
     """
+    from ..prompt.templates import ChatTemplate
+
     template = template or ChatTemplate.for_package(package)
     budget = package.budget
     return Capabilities(
@@ -120,6 +125,8 @@ def read_capabilities(
 @lru_cache(maxsize=64)
 def _read(folder: str, release: str | None, chat_template: str | None, key: tuple[object, ...]) -> Capabilities:
     """:func:`capabilities` of a folder; ``key`` (what else decides the answer) is part of the cache key only."""
+    from ..prompt.templates import ChatTemplate
+
     package = ModelPackage.open(folder, release=release)
     template = ChatTemplate.for_package(package, override=chat_template) if chat_template else None
     return capabilities(package, template)

@@ -17,7 +17,6 @@ import logging
 import os
 import re
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ..errors import ModelNotFoundError
@@ -90,6 +89,11 @@ def _hub_commands() -> tuple[str, str]:
     huggingface_hub 0.34 renamed ``huggingface-cli`` to ``hf`` (``hf download``, ``hf auth
     login``); 1.0 removed the old name.
     """
+    from importlib.metadata import (  # (its import takes longer than the rest of this module)
+        PackageNotFoundError,
+        version,
+    )
+
     try:
         major, minor = (int(p) for p in re.findall(r"\d+", version("huggingface_hub"))[:2])
     except (PackageNotFoundError, ValueError):

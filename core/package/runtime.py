@@ -14,7 +14,6 @@ Windows, the ``onnxruntime_genai`` folder on the DLL search path), and
 from __future__ import annotations
 
 import importlib
-import importlib.metadata as md
 import importlib.util
 import os
 import re
@@ -127,9 +126,17 @@ class RuntimeInfo:
         return f"{self.distribution} {self.version}, {kind}"
 
 
+def _metadata() -> ModuleType:
+    """importlib.metadata, imported when a runtime is first described (importing this module needs none of it)."""
+    import importlib.metadata
+
+    return importlib.metadata
+
+
 @lru_cache(maxsize=1)
 def runtime_info() -> RuntimeInfo:
     """Describe the installed onnxruntime-genai without importing it."""
+    md = _metadata()
     for dist in _OGA_DISTRIBUTIONS:
         try:
             version = md.version(dist)

@@ -218,15 +218,30 @@ _ENV = _make_environment()
 
 
 @lru_cache(maxsize=64)
-def compile_template(source: str) -> jinja2.Template:
-    """A template source compiled in the sandbox (once per source)."""
-    return _ENV.from_string(source)
+def _parsed(source: str) -> tuple[jinja2.nodes.Template, frozenset[str]]:
+    """A template source's syntax tree and the variables it reads (once per source)."""
+    tree = _ENV.parse(source)
+    return tree, frozenset(jinja2.meta.find_undeclared_variables(tree))
+
+
+def check_syntax(source: str) -> None:
+    """Parse a template source (the part of compiling that a syntax error stops).
+
+    Raises:
+        jinja2.exceptions.TemplateSyntaxError: the source is not valid Jinja.
+    """
+    _parsed(source)
 
 
 @lru_cache(maxsize=64)
+def compile_template(source: str) -> jinja2.Template:
+    """A template source compiled in the sandbox (once per source, from its parsed tree)."""
+    return _ENV.from_string(_parsed(source)[0])
+
+
 def template_variables(source: str) -> frozenset[str]:
     """The variables a template source reads without defining them."""
-    return frozenset(jinja2.meta.find_undeclared_variables(_ENV.parse(source)))
+    return _parsed(source)[1]
 
 
 def plain_data(value: Any) -> Any:

@@ -33,10 +33,10 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import jinja2
 import jinja2.exceptions
@@ -56,6 +56,7 @@ from .formats import (
 from .sandbox import (
     TemplateLimit,
     TemplateRaised,
+    check_syntax,
     compile_template,
     plain_data,
     render_bounded,
@@ -64,6 +65,8 @@ from .sandbox import (
 from .sources import FALLBACK_TEMPLATES, builtin_template, read_override, special_tokens_from_config, token_text
 
 __all__ = ["ChatTemplate", "PackageTemplates"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -192,8 +195,19 @@ class ChatTemplate:
                     f"special token {key!r} is {value!r}; give a string or a {{'content': ...}} dict"
                 )
         self._family: Family = check_family(family) if family is not None else (infer_family(source) or "plain")
+        # Parsed now (a syntax error is the package's, named when it is opened); compiled when it
+        # first renders: a caller that only asks what the template can do (tools, reasoning) never
+        # pays for the compilation.
+        self._jinja(check_syntax)
+
+    @cached_property
+    def _template(self) -> jinja2.Template:
+        return self._jinja(compile_template)
+
+    def _jinja(self, step: Callable[[str], _T]) -> _T:
+        """``step(source)`` (parsing or compiling it), with Jinja's errors as :class:`ChatTemplateError`."""
         try:
-            self._template = compile_template(source)
+            return step(self.source)
         except jinja2.exceptions.TemplateSyntaxError as exc:
             raise ChatTemplateError(
                 f"{self._label} is not valid Jinja (line {exc.lineno}: {exc.message}); fix the template, "

@@ -146,7 +146,7 @@ def test_the_core_resolves_a_forced_call_once_the_same_for_both_faces(recorded) 
     li = RyzenAILLM(model=QWEN, temperature=0).chat(LI_SYSTEM, tools=[ADD], tool_choice="required")
     session = Engine.get(QWEN, execution="inline").inline_session()
     resolved = [session.resolve(r.options) for r in recorded]
-    assert resolved[0] == resolved[1].model_copy(update={"option_names": resolved[0].option_names})
+    assert resolved[0] == resolved[1].replace(option_names=resolved[0].option_names)
     assert resolved[0].guidance is not None and resolved[0].guidance.type == "lark_grammar"
     assert resolved[0].enable_thinking is False  # a grammar decides every token: the thinking block is closed
     assert resolved[0].max_new_tokens == Engine.get(QWEN).budget.bounded_output_tokens

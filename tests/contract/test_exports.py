@@ -188,6 +188,21 @@ def test_importing_a_face_loads_no_engine():
     assert "ryzenai_core.engine.engine" not in loaded and "ryzenai_core.generation.session" not in loaded
 
 
+@pytest.mark.parametrize("name", ["langchain_ryzenai.chat_models", "llamaindex_ryzenai.llms"])
+def test_a_chat_models_import_loads_no_engine_and_no_template_machinery(name):
+    """What the engine, the session and the chat templates cost loads with the first call, while a worker starts."""
+    loaded = _modules_after(f"import {name}")
+    ours = {"ryzenai_core.engine.engine", "ryzenai_core.engine.client", "ryzenai_core.generation.session",
+            "ryzenai_core.prompt.templates", "ryzenai_core.prompt.structured"}
+    assert not ours & loaded, sorted(ours & loaded)
+
+
+def test_a_worker_starts_without_pydantic():
+    """Options reach a worker as plain data (CallOptions): its start is the interpreter and the core's own modules."""
+    loaded = _modules_after("import ryzenai_core.engine.worker")
+    assert not {"pydantic", "pydantic_core", "ryzenai_core.options", "ryzenai_core.faces"} & loaded
+
+
 def test_a_worker_starts_without_the_network_stack():
     """A model worker's start (its imports are most of it) brings no http.client or ssl: only a file: URL imports them."""
     loaded = _modules_after("import ryzenai_core.engine.worker")

@@ -1,0 +1,106 @@
+"""A model object starts a worker at once; the first call runs in it (see ryzenai_core.engine.spare)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from conftest import TINY_LLAMA
+from langchain_ryzenai import ChatRyzenAI
+from llamaindex_ryzenai import RyzenAILLM
+from ryzenai_core.engine import spare
+from ryzenai_core.engine.engine import Engine
+
+
+@pytest.fixture(autouse=True)
+def _none_waiting():
+    spare.stop_spare()
+    yield
+    spare.stop_spare()
+
+
+def _first_call(llm: ChatRyzenAI | RyzenAILLM) -> None:
+    if isinstance(llm, ChatRyzenAI):
+        llm.invoke("hi")
+    else:
+        llm.complete("hi")
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+FACES = {
+    "langchain": lambda model, **kw: ChatRyzenAI(model=model, max_tokens=2, temperature=0, **kw),
+    "llamaindex": lambda model, **kw: RyzenAILLM(model=model, max_new_tokens=2, temperature=0, **kw),
+}
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_first_call_runs_in_the_worker_its_model_object_started(face, copy_package):
+    folder = str(copy_package(TINY_LLAMA))  # a model no engine of this test run has opened
+    engines = Engine.registry.engines()
+    llm = FACES[face](folder)
+    pid = spare.waiting_pid()
+    assert pid is not None
+    assert Engine.registry.engines() == engines  # nothing opened: only an interpreter started
+    for _ in range(5):
+        FACES[face](folder)
+    assert spare.waiting_pid() == pid  # one at a time
+    _first_call(llm)
+    assert llm.worker_pid() == pid
+    assert spare.waiting_pid() is None
+    Engine.get(folder).close()
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_model_that_runs_inline_starts_no_worker(face, monkeypatch):
+    FACES[face](str(TINY_LLAMA), execution="inline")
+    assert spare.waiting_pid() is None
+    monkeypatch.setenv("RYZENAI_LLM_EXECUTION", "inline")
+    FACES[face](str(TINY_LLAMA))
+    assert spare.waiting_pid() is None
+
+
+def test_a_worker_started_before_the_environment_changed_is_stopped_not_used(copy_package, monkeypatch):
+    """A variable the runtime reads, set after the model object was built, reaches the worker that runs the call."""
+    folder = str(copy_package(TINY_LLAMA))
+    llm = FACES["langchain"](folder)
+    pid = spare.waiting_pid()
+    assert pid is not None
+    monkeypatch.setenv("RYZENAI_SPARE_TEST", "set after the model object was built")
+    llm.invoke("hi")
+    assert llm.worker_pid() not in (None, pid)
+    assert _gone(pid)
+    Engine.get(folder).close()
+
+
+def test_a_worker_that_died_while_waiting_is_replaced(copy_package):
+    folder = str(copy_package(TINY_LLAMA))
+    llm = FACES["langchain"](folder)
+    pid = spare.waiting_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while spare.waiting_pid() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert spare.waiting_pid() is None  # a dead one is not "waiting"
+    assert llm.invoke("hi").response_metadata["finish_reason"] == "length"
+    assert llm.worker_pid() not in (None, pid)
+    Engine.get(folder).close()
+
+
+def test_a_waiting_worker_nobody_took_is_stopped():
+    FACES["llamaindex"](str(TINY_LLAMA))
+    pid = spare.waiting_pid()
+    assert pid is not None
+    spare.stop_spare()  # what runs at exit
+    assert spare.waiting_pid() is None and _gone(pid)
