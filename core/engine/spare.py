@@ -19,6 +19,7 @@ next worker an engine starts is that one (:func:`take_spare`); it opens a packag
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import subprocess
 import threading
@@ -28,6 +29,8 @@ from ..ipc import PIPE_BUFFER
 from ..spawn import popen_worker
 
 __all__ = ["WORKER_MODULE", "start_spare", "start_worker", "stop_spare", "take_spare", "waiting_pid"]
+
+logger = logging.getLogger(__name__)
 
 #: The module a model worker runs.
 WORKER_MODULE = "ryzenai_core.engine.worker"
@@ -50,12 +53,21 @@ def start_worker() -> subprocess.Popen[bytes]:
 
 
 def start_spare() -> None:
-    """Start a model worker ahead of the first call, unless one is already waiting."""
+    """Start a model worker ahead of the first call, unless one is already waiting.
+
+    A worker that cannot be started now (no process left to the user, say) is no error here:
+    the first call starts its worker and says why it cannot.
+    """
     global _spare
     with _lock:
         if _spare is not None and _spare.owner == os.getpid() and _spare.proc.poll() is None:
             return
-        _spare = _Spare(start_worker(), os.getpid(), dict(os.environ))
+        try:
+            proc = start_worker()
+        except OSError as exc:
+            logger.debug("no model worker started ahead: %s", exc)
+            return
+        _spare = _Spare(proc, os.getpid(), dict(os.environ))
 
 
 def waiting_pid() -> int | None:

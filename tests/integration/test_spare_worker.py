@@ -104,3 +104,18 @@ def test_a_waiting_worker_nobody_took_is_stopped():
     assert pid is not None
     spare.stop_spare()  # what runs at exit
     assert spare.waiting_pid() is None and _gone(pid)
+
+
+def test_a_worker_that_cannot_be_started_ahead_leaves_the_model_object_usable(copy_package, monkeypatch):
+    """Building a model object never fails for the worker started ahead: the first call starts its own."""
+    folder = str(copy_package(TINY_LLAMA))
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        raise OSError(24, "Too many open files")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(spare, "popen_worker", no_process)
+        llm = FACES["langchain"](folder)
+    assert spare.waiting_pid() is None
+    assert llm.invoke("hi").response_metadata["finish_reason"] == "length"
+    Engine.get(folder).close()
