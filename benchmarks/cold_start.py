@@ -382,6 +382,15 @@ def load_average() -> list[float]:
         return [0.0, 0.0, 0.0]
 
 
+def compiled(checkouts: list[Path]) -> None:
+    """Byte-compile the plugin's packages of each checkout (into their __pycache__ folders)."""
+    import compileall
+
+    for checkout in checkouts:
+        for folder in ("core", "langchain_ryzenai", "llamaindex_ryzenai"):
+            compileall.compile_dir(checkout / folder, quiet=1)
+
+
 def main() -> None:
     global THREADS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -396,6 +405,10 @@ def main() -> None:
                         help="another checkout (e.g. a worktree of main): its faces run side by side, as *_base")
     args = parser.parse_args()
     THREADS = args.threads
+    # As an install leaves them (pip compiles a wheel's modules; PYTHONDONTWRITEBYTECODE would make every
+    # process here compile the plugin's sources again, which no installed plugin does, while the
+    # framework and the runtime in site-packages are compiled).
+    compiled([ROOT] + ([args.base] if args.base is not None else []))
     import onnxruntime_genai as og
 
     results: dict[str, Any] = {
