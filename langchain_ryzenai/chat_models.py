@@ -80,7 +80,7 @@ class ChatRyzenAI(BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy rea
     Runs the package's own chat template and tokenizer, knows its context budget (prompt
     limit, prefill buckets, window), and streams from a worker process so the caller's
     event loop stays responsive. The model loads on the first call (the worker process starts
-    when the first model object is built, so that call finds it started).
+    when the model object is built, so that call finds it started).
 
     Setup:
         On a Ryzen AI PC, in the environment of the Ryzen AI installer::

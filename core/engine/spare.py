@@ -1,18 +1,22 @@
 """A model worker started before any model is named, so the first call finds it started.
 
 A worker's own start (an interpreter and the core's modules) is most of what a process's first
-call pays beyond the model's load and first token. So the first LLM model object built in a
-process whose models run in workers (the default) starts one worker process at once
+call pays beyond the model's load and first token. So an LLM model object whose model runs in a
+worker (the default) starts one worker process at once when none is waiting
 (:func:`start_spare`): it imports its modules while the caller goes on (building its chain,
 importing the rest of the engine, opening the package), then waits for its first frame. The
 next worker an engine starts is that one (:func:`take_spare`); it opens a package only when
 :class:`~ryzenai_core.ipc.Init` names one, so building a model object still opens and loads nothing.
 
-- One at a time: building more model objects while one waits starts no other.
-- Only in the process that started it: a forked child starts its own.
-- Only with the environment it started with: a variable the runtime reads, set after the model
-  object was built, would be missing from it, so a spare started before any change is stopped and
-  a new worker started instead.
+- One at a time: a model object built while one waits starts no other (so at most one process
+  waits unused: one started for a model whose engine already has its worker).
+- Only in the process that started it: a forked child closes its copy of the pipes (the worker
+  then still sees its input end when its caller closes it) and starts its own.
+- Only with the environment and working folder it started with: a variable the runtime reads,
+  set after the model object was built, would be missing from it (and a relative path would lead
+  elsewhere), so a spare started before such a change is stopped and a new worker started instead.
+- Not in a process that is itself a worker (a frozen app that runs its main as a worker because
+  it does not call ``freeze_support`` first would otherwise start one more at each start).
 - A spare nobody took is stopped at exit (it holds nothing).
 """
 
@@ -22,11 +26,12 @@ import atexit
 import logging
 import os
 import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
 
 from ..ipc import PIPE_BUFFER
-from ..spawn import popen_worker
+from ..spawn import WORKER_FLAG, popen_worker
 
 __all__ = ["WORKER_MODULE", "start_spare", "start_worker", "stop_spare", "take_spare", "waiting_pid"]
 
@@ -40,7 +45,17 @@ WORKER_MODULE = "ryzenai_core.engine.worker"
 class _Spare:
     proc: subprocess.Popen[bytes]
     owner: int  # the pid of the process that started it
+    cwd: str
     environ: dict[str, str] = field(repr=False)
+
+    def serves(self) -> bool:
+        """Whether it can serve this process now: its own, alive, started in today's folder and environment."""
+        return (
+            self.owner == os.getpid()
+            and self.proc.poll() is None
+            and self.cwd == os.getcwd()
+            and self.environ == dict(os.environ)
+        )
 
 
 _lock = threading.Lock()
@@ -59,15 +74,20 @@ def start_spare() -> None:
     the first call starts its worker and says why it cannot.
     """
     global _spare
+    if WORKER_FLAG in sys.argv:
+        return
     with _lock:
-        if _spare is not None and _spare.owner == os.getpid() and _spare.proc.poll() is None:
+        if _spare is not None and _spare.serves():
             return
+        stale, _spare = _spare, None
+        if stale is not None and stale.owner == os.getpid():
+            _stop(stale.proc)
         try:
             proc = start_worker()
         except OSError as exc:
             logger.debug("no model worker started ahead: %s", exc)
             return
-        _spare = _Spare(proc, os.getpid(), dict(os.environ))
+        _spare = _Spare(proc, os.getpid(), os.getcwd(), dict(os.environ))
 
 
 def waiting_pid() -> int | None:
@@ -81,9 +101,9 @@ def take_spare() -> subprocess.Popen[bytes] | None:
     global _spare
     with _lock:
         spare, _spare = _spare, None
-    if spare is None or spare.owner != os.getpid():  # a forked child leaves its parent's spare alone
+    if spare is None or spare.owner != os.getpid():
         return None
-    if spare.proc.poll() is not None or spare.environ != dict(os.environ):
+    if not spare.serves():
         _stop(spare.proc)
         return None
     return spare.proc
@@ -111,4 +131,25 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
                 pass
 
 
+#: Spares a forked child inherited: their pipes closed, kept so that no warning says they still run.
+_inherited: list[subprocess.Popen[bytes]] = []
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: close its copies of the spare's pipes and forget it (the parent's to use)."""
+    global _spare, _lock
+    _lock = threading.Lock()  # another thread of the parent may have held it at the fork
+    spare, _spare = _spare, None
+    if spare is not None:
+        for pipe in (spare.proc.stdin, spare.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        _inherited.append(spare.proc)
+
+
 atexit.register(stop_spare)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork_in_child)

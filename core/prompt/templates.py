@@ -213,7 +213,9 @@ class ChatTemplate:
                 f"{self._label} is not valid Jinja (line {exc.lineno}: {exc.message}); fix the template, "
                 "or pass another one (chat_template=...)"
             ) from exc
-        except jinja2.exceptions.TemplateError as exc:
+        except (jinja2.exceptions.TemplateError, SyntaxError, RecursionError) as exc:
+            # SyntaxError, RecursionError: Python's own compiler refused the code Jinja generated
+            # (a template nested deeper than it allows)
             raise ChatTemplateError(
                 f"{self._label} cannot be compiled ({type(exc).__name__}: {exc}); fix the template, "
                 "or pass another one (chat_template=...)"

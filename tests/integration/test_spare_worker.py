@@ -119,3 +119,45 @@ def test_a_worker_that_cannot_be_started_ahead_leaves_the_model_object_usable(co
     assert spare.waiting_pid() is None
     assert llm.invoke("hi").response_metadata["finish_reason"] == "length"
     Engine.get(folder).close()
+
+
+def test_a_worker_started_in_another_working_folder_is_stopped_not_used(copy_package, monkeypatch, tmp_path):
+    """A relative path (a chat_template file) leads where the caller is when it calls."""
+    folder = str(copy_package(TINY_LLAMA))
+    llm = FACES["langchain"](folder)
+    pid = spare.waiting_pid()
+    assert pid is not None
+    monkeypatch.chdir(tmp_path)
+    llm.invoke("hi")
+    assert llm.worker_pid() not in (None, pid)
+    assert _gone(pid)
+    Engine.get(folder).close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_child_keeps_no_end_of_the_parents_worker(copy_package):
+    """A child forked after the model object was built closes its copy of the worker's pipes: closing
+    the engine in the parent still ends the worker at once (it sees its input end), the child alive."""
+    folder = str(copy_package(TINY_LLAMA))
+    llm = FACES["langchain"](folder)
+    pid = spare.waiting_pid()
+    assert pid is not None
+    said, tell = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: nothing of pytest runs here
+        os.write(tell, b"none waits" if spare.waiting_pid() is None else b"one waits")
+        time.sleep(20)
+        os._exit(0)
+    os.close(tell)
+    try:
+        assert os.read(said, 64) == b"none waits"  # the parent's worker is not the child's
+        llm.invoke("hi")
+        assert llm.worker_pid() == pid
+        started = time.monotonic()
+        Engine.get(folder).close()
+        assert time.monotonic() - started < 4  # not the 5 s wait and kill of a worker whose input never ends
+        assert _gone(pid)
+    finally:
+        os.close(said)
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)

@@ -389,6 +389,14 @@ def test_syntax_and_runtime_errors():
         t.render([ChatMessage("user", "x")])
 
 
+def test_a_template_nested_deeper_than_python_compiles_is_named_as_such():
+    """Valid Jinja that Python cannot compile (more than 20 nested blocks): a template error, not a render error."""
+    deep = "".join(f"{{% for x{i} in messages %}}" for i in range(24)) + "x" + "{% endfor %}" * 24
+    t = ChatTemplate(deep, source_name="deep.jinja")  # it parses
+    with pytest.raises(ChatTemplateError, match=r"'deep.jinja' cannot be compiled \(SyntaxError"):
+        t.render([ChatMessage("user", "x")])
+
+
 @pytest.mark.parametrize(
     "payload",
     [
