@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,11 +38,7 @@ def run(checkout: Path, pythonpath: str | None, threads: int, rounds: int, token
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, str(checkout / "benchmarks" / "overhead.py"), "--models", "bench-30m",
                "--rounds", str(rounds), "--new-tokens", str(tokens), "--threads", str(threads), "--json", str(out)]
-        env = None
-        if pythonpath is not None:
-            import os
-
-            env = {**os.environ, "PYTHONPATH": pythonpath}
+        env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
         subprocess.run(cmd, check=True, env=env, cwd=pythonpath, capture_output=True, text=True, timeout=1800)  # noqa: S603
         result: dict[str, Any] = json.loads(out.read_text())
     return result["models"]["bench-30m"]

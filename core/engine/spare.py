@@ -48,14 +48,13 @@ class _Spare:
     cwd: str
     environ: dict[str, str] = field(repr=False)
 
+    def waits(self) -> bool:
+        """Whether it is this process's and still running."""
+        return self.owner == os.getpid() and self.proc.poll() is None
+
     def serves(self) -> bool:
-        """Whether it can serve this process now: its own, alive, started in today's folder and environment."""
-        return (
-            self.owner == os.getpid()
-            and self.proc.poll() is None
-            and self.cwd == os.getcwd()
-            and self.environ == dict(os.environ)
-        )
+        """Whether it can serve this process now: waiting, started in today's folder and environment."""
+        return self.waits() and self.cwd == os.getcwd() and self.environ == dict(os.environ)
 
 
 _lock = threading.Lock()
@@ -93,7 +92,7 @@ def start_spare() -> None:
 def waiting_pid() -> int | None:
     """The process id of the worker started ahead and not taken yet (None: none waits)."""
     spare = _spare
-    return spare.proc.pid if spare is not None and spare.owner == os.getpid() and spare.proc.poll() is None else None
+    return spare.proc.pid if spare is not None and spare.waits() else None
 
 
 def take_spare() -> subprocess.Popen[bytes] | None:
@@ -123,6 +122,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.kill()
     proc.wait()
+    _close_pipes(proc)
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    """Close this process's ends of a worker's pipes."""
     for pipe in (proc.stdin, proc.stdout):
         if pipe is not None:
             try:
@@ -141,12 +145,7 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()  # another thread of the parent may have held it at the fork
     spare, _spare = _spare, None
     if spare is not None:
-        for pipe in (spare.proc.stdin, spare.proc.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
+        _close_pipes(spare.proc)
         _inherited.append(spare.proc)
 
 

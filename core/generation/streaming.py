@@ -139,7 +139,6 @@ async def aaggregate(chunks: AsyncIterator[Chunk]) -> Completion:
     return out
 
 
-
 class IncrementalDecoder:
     """Turns token ids, one at a time, into text deltas whose concatenation is the full decode.
 
