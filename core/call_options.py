@@ -6,27 +6,42 @@
 :func:`~ryzenai_core.request.resolve` work on these, and they are what travels to a worker, so a
 worker imports no pydantic: its start is an interpreter, the core's own modules and
 onnxruntime-genai. Also here because a worker needs them: the runtime settings check
-(:func:`check_runtime_settings`) and the sampling options sent to the runtime (:func:`resolve_search`).
+(:func:`check_runtime_settings`) and the sampling options sent to the runtime (:func:`resolve_search`);
+and where an LLM runs (:func:`llm_execution`), which a face reads before it imports pydantic.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .errors import InvalidRequestError
 
 __all__ = [
+    "ENV_EXECUTION",
     "PROVIDERS",
     "CallOptions",
+    "Execution",
     "FormatSpec",
     "GuidanceSpec",
     "as_call_options",
     "check_runtime_settings",
     "forces_tool",
+    "llm_execution",
     "resolve_search",
 ]
+
+#: Where a model runs: ``"process"`` (a worker process) or ``"inline"`` (this process).
+Execution = Literal["process", "inline"]
+#: The environment variable that sets where LLMs run when a model object does not say (default ``"process"``).
+ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
+
+
+def llm_execution(execution: Execution | None) -> str:
+    """Where an LLM runs: its own ``execution`` setting, else :data:`ENV_EXECUTION`, else ``"process"``."""
+    return execution or os.environ.get(ENV_EXECUTION, "process")
 
 #: Execution providers a call may choose instead of the package's own.
 PROVIDERS = ("cpu", "cuda", "dml")

@@ -6,7 +6,6 @@
   :class:`~ryzenai_core.request.Request`.
 * :func:`did_you_mean`: the closest known name of a misspelt setting or keyword, with one
   cut-off for every face (LLMs, embeddings, rerankers).
-* :func:`require_framework`: a face's import says which extra to install when its framework is missing.
 
 This module sits above the engine (it opens engines for the faces, importing it on first use);
 nothing in the core imports it.
@@ -15,7 +14,6 @@ nothing in the core imports it.
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,7 +26,7 @@ from .request import Request
 if TYPE_CHECKING:
     from .engine.engine import Engine
 
-__all__ = ["SUGGESTION_CUTOFF", "LLMSettings", "did_you_mean", "require_framework"]
+__all__ = ["SUGGESTION_CUTOFF", "LLMSettings", "did_you_mean"]
 
 #: How alike a misspelt name and a known one must be for the known one to be suggested
 #: (:func:`difflib.get_close_matches`' ratio): ``temprature`` -> ``temperature``,
@@ -40,17 +38,6 @@ def did_you_mean(name: str, known: Iterable[str]) -> str | None:
     """The name among ``known`` that ``name`` is most likely a misspelling of, if any."""
     match = difflib.get_close_matches(str(name), sorted(set(known)), n=1, cutoff=SUGGESTION_CUTOFF)
     return match[0] if match else None
-
-
-def require_framework(module: str, extra: str, what: str) -> None:
-    """Import ``module`` or raise an ImportError that names the extra to install."""
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(
-            f"{what} needs the `{module}` package, which is not installed. "
-            f"Install it with: pip install 'ryzenai-llm[{extra}]'"
-        ) from exc
 
 
 class LLMSettings(BaseModel):

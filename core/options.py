@@ -27,12 +27,15 @@ from pydantic import (
 )
 
 from .call_options import (
+    ENV_EXECUTION,
     PROVIDERS,
     CallOptions,
+    Execution,
     FormatSpec,
     GuidanceSpec,
     check_runtime_settings,
     forces_tool,
+    llm_execution,
     resolve_search,
 )
 from .errors import InvalidRequestError
@@ -70,15 +73,6 @@ def _model_name(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-#: Where a model runs: ``"process"`` (a worker process) or ``"inline"`` (this process).
-Execution = Literal["process", "inline"]
-#: The environment variable that sets where LLMs run when a model object does not say (default ``"process"``).
-ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
-
-
-def llm_execution(execution: Execution | None) -> str:
-    """Where an LLM runs: its own ``execution`` setting, else :data:`ENV_EXECUTION`, else ``"process"``."""
-    return execution or os.environ.get(ENV_EXECUTION, "process")
 
 #: The encoders' former name for :data:`Execution` and its values (``"thread"`` is ``"inline"``).
 _ISOLATION: dict[str, Execution] = {"process": "process", "thread": "inline"}

@@ -6,15 +6,17 @@
 ``BucketPackingPostprocessor`` fills retrieved context up to the NPU's prefill bucket edges.
 
 Each class loads with its module on first use: an LLM does not import the embedding, rerank
-and postprocessor machinery.
+and postprocessor machinery. The LLM's first import starts its model worker before LlamaIndex's
+own import, which it runs beside (see :mod:`ryzenai_core.engine.spare`;
+``RYZENAI_LLM_EXECUTION=inline`` starts none).
 """
 
 from __future__ import annotations
 
 import typing
 
-from ryzenai_core.faces import require_framework
-from ryzenai_core.lazy import lazy_names
+from ryzenai_core.engine.spare import start_spare_ahead
+from ryzenai_core.lazy import lazy_names, require_framework
 
 require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 
@@ -42,7 +44,8 @@ def _version() -> str:
     return str(ryzenai_core.__version__)
 
 
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version})
+#: The LLM's worker starts before the framework's import, which then runs beside it.
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version}, ahead={"RyzenAILLM": start_spare_ahead})
 
 
 __all__ = [

@@ -1,12 +1,17 @@
 """A model worker started before any model is named, so the first call finds it started.
 
 A worker's own start (an interpreter and the core's modules) is most of what a process's first
-call pays beyond the model's load and first token. So an LLM model object whose model runs in a
-worker (the default) starts one worker process at once when none is waiting
-(:func:`start_spare`): it imports its modules while the caller goes on (building its chain,
-importing the rest of the engine, opening the package), then waits for its first frame. The
-next worker an engine starts is that one (:func:`take_spare`); it opens a package only when
-:class:`~ryzenai_core.ipc.Init` names one, so building a model object still opens and loads nothing.
+call pays beyond the model's load and first token. So one worker process starts ahead, when
+none is waiting (:func:`start_spare`): it imports its modules while the caller goes on, then
+waits for its first frame. The next worker an engine starts is that one (:func:`take_spare`);
+it opens a package only when :class:`~ryzenai_core.ipc.Init` names one, so nothing is opened or
+loaded before a call. It starts
+
+- when a face's LLM class is first imported (``from langchain_ryzenai import ChatRyzenAI``,
+  :func:`start_spare_ahead`), before the framework's own import (0.5-1.5 s), which it then runs
+  beside: unless :data:`~ryzenai_core.call_options.ENV_EXECUTION` says ``inline``;
+- when an LLM model object whose model runs in a worker (the default) is built, if none waits
+  then (the one started at the import was taken, or stopped after a change below).
 
 - One at a time: a model object built while one waits starts no other (so at most one process
   waits unused: one started for a model whose engine already has its worker).
@@ -17,7 +22,8 @@ next worker an engine starts is that one (:func:`take_spare`); it opens a packag
   elsewhere), so a spare started before such a change is stopped and a new worker started instead.
 - Not in a process that is itself a worker (a frozen app that runs its main as a worker because
   it does not call ``freeze_support`` first would otherwise start one more at each start).
-- A spare nobody took is stopped at exit (it holds nothing).
+- A spare nobody took is stopped at exit (it holds nothing: an interpreter and the core's
+  modules, about 25 MB; a process whose models all run inline never takes it).
 """
 
 from __future__ import annotations
@@ -30,10 +36,19 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
+from ..call_options import llm_execution
 from ..ipc import PIPE_BUFFER
 from ..spawn import WORKER_FLAG, popen_worker
 
-__all__ = ["WORKER_MODULE", "start_spare", "start_worker", "stop_spare", "take_spare", "waiting_pid"]
+__all__ = [
+    "WORKER_MODULE",
+    "start_spare",
+    "start_spare_ahead",
+    "start_worker",
+    "stop_spare",
+    "take_spare",
+    "waiting_pid",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +102,12 @@ def start_spare() -> None:
             logger.debug("no model worker started ahead: %s", exc)
             return
         _spare = _Spare(proc, os.getpid(), os.getcwd(), dict(os.environ))
+
+
+def start_spare_ahead() -> None:
+    """Start a model worker when a face's LLM class is imported, unless LLMs run inline here by default."""
+    if llm_execution(None) == "process":
+        start_spare()
 
 
 def waiting_pid() -> int | None:

@@ -19,8 +19,10 @@ worker exits when its stdin closes (the caller exited or closed it).
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
+from pathlib import Path
 from typing import Any
 
 from ..generation.call import CallControl, CallSpec, Cancellation
@@ -42,7 +44,9 @@ from ..ipc import (
     serve,
 )
 
-__all__ = ["CALLS", "ModelWorker", "chunk_message", "main"]
+__all__ = ["CALLS", "ModelWorker", "chunk_message", "main", "warm_up"]
+
+logger = logging.getLogger(__name__)
 
 
 def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
@@ -138,9 +142,29 @@ class ModelWorker:
                 self.send(Error(item.rid, portable_exception(exc)))
 
 
+def warm_up() -> None:
+    """What the first call needs whatever the package, done before its :class:`~ryzenai_core.ipc.Init` is read.
+
+    A worker started ahead (:mod:`.spare`) waits for its Init while its caller still imports
+    the framework: these ~0.1 s are then off the first call's path. Nothing here may fail the
+    worker; the call that needs what failed says why.
+    """
+    try:
+        import numpy  # noqa: F401 - onnxruntime-genai's token ids are numpy arrays: its first encode imports it
+
+        from ..package import hub
+        from ..package.runtime import runtime_info
+        from ..prompt import structured  # noqa: F401 - every generation's request resolves its guidance there
+
+        runtime_info()  # the installed runtime, read from its distribution's metadata
+        hub.cache_repository(Path.cwd())  # huggingface_hub's cache layout: where a package folder is read from
+    except Exception as exc:  # noqa: BLE001 - see above
+        logger.debug("worker warm-up: %s", exc)
+
+
 def main() -> None:
     """Serve one model until stdin closes."""
-    serve(ModelWorker)
+    serve(ModelWorker, warm_up)
 
 
 if __name__ == "__main__":

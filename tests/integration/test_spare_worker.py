@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -161,3 +164,57 @@ def test_a_forked_child_keeps_no_end_of_the_parents_worker(copy_package):
         os.close(said)
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+
+
+#: A new process: the face's classes imported one by one, then its LLM built and called once;
+#: prints the waiting worker's pid after each step and the pid of the worker that ran the call.
+IMPORTS_THEN_CALL = """
+import json, sys
+from ryzenai_core.engine import spare
+face, model = sys.argv[1], sys.argv[2]
+seen = {"first": spare.waiting_pid()}
+if face == "langchain":
+    from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
+    seen["others"] = spare.waiting_pid()
+    from langchain_ryzenai import ChatRyzenAI
+    seen["llm"] = spare.waiting_pid()
+    llm = ChatRyzenAI(model=model, max_tokens=2, temperature=0)
+    seen["built"] = spare.waiting_pid()
+    llm.invoke("hi")
+else:
+    from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAIEmbedding, RyzenAIRerank
+    seen["others"] = spare.waiting_pid()
+    from llama_index.llms.ryzenai import RyzenAILLM
+    seen["llm"] = spare.waiting_pid()
+    llm = RyzenAILLM(model=model, max_new_tokens=2, temperature=0)
+    seen["built"] = spare.waiting_pid()
+    llm.complete("hi")
+seen["called"] = llm.worker_pid()
+print(json.dumps(seen))
+"""
+
+
+def _imports_then_call(face: str, model: str, **env: str) -> dict[str, int | None]:
+    environ = {k: v for k, v in os.environ.items() if k != "RYZENAI_LLM_EXECUTION"}
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS_THEN_CALL, face, model],
+        env={**environ, **env}, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_llm_class_import_starts_the_worker_its_first_call_runs_in(face):
+    """The worker starts before the framework's import (so it runs beside it), only for the LLM class."""
+    seen = _imports_then_call(face, str(TINY_LLAMA))
+    assert seen["first"] is None and seen["others"] is None  # embeddings, rerankers: no LLM worker
+    assert seen["llm"] is not None
+    assert seen["built"] == seen["llm"]  # building the model object starts no second one
+    assert seen["called"] == seen["llm"]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_llm_class_import_starts_no_worker_when_llms_run_inline(face):
+    seen = _imports_then_call(face, str(TINY_LLAMA), RYZENAI_LLM_EXECUTION="inline")
+    assert seen["llm"] is None and seen["built"] is None and seen["called"] is None
