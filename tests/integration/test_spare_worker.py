@@ -218,3 +218,28 @@ def test_the_llm_class_import_starts_the_worker_its_first_call_runs_in(face):
 def test_the_llm_class_import_starts_no_worker_when_llms_run_inline(face):
     seen = _imports_then_call(face, str(TINY_LLAMA), RYZENAI_LLM_EXECUTION="inline")
     assert seen["llm"] is None and seen["built"] is None and seen["called"] is None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads a process's mapped files from /proc")
+def test_a_waiting_worker_has_imported_what_every_first_call_needs():
+    """numpy (onnxruntime-genai's token ids) is loaded while the worker waits, not on the first call's path."""
+    FACES["langchain"](str(TINY_LLAMA))
+    pid = spare.waiting_pid()
+    assert pid is not None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+            if "_multiarray_umath" in f.read():
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the waiting worker never imported numpy")
+    assert spare.waiting_pid() == pid  # still waiting: nothing was opened
+
+
+def test_the_warm_up_never_fails_the_worker(monkeypatch):
+    """What the warm-up cannot import is the first call's to report, with its own error."""
+    from ryzenai_core.engine import worker
+
+    monkeypatch.setitem(sys.modules, "numpy", None)  # an import of numpy now fails
+    worker.warm_up()
