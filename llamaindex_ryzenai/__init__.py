@@ -44,8 +44,9 @@ def _version() -> str:
     return str(ryzenai_core.__version__)
 
 
-#: The LLM's worker starts before the framework's import, which then runs beside it.
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version}, ahead={"RyzenAILLM": start_spare_ahead})
+#: The LLM's worker (its tokenizer's too) starts before the framework's import, which then runs beside it.
+_AHEAD = dict.fromkeys(("PackageTokenizer", "RyzenAILLM"), start_spare_ahead)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version}, ahead=_AHEAD)
 
 
 __all__ = [

@@ -168,22 +168,37 @@ def test_a_forked_child_keeps_no_end_of_the_parents_worker(copy_package):
 
 #: A new process: the face's classes imported one by one, then its LLM built and called once;
 #: prints the waiting worker's pid after each step and the pid of the worker that ran the call.
+#: A new process: the face's other classes imported (or not: argv[3]), then its LLM class, then
+#: the LLM built and called once; prints the waiting worker's pid after each step, whether the
+#: framework was imported when the worker started, and the pid of the worker that ran the call.
 IMPORTS_THEN_CALL = """
 import json, sys
 from ryzenai_core.engine import spare
-face, model = sys.argv[1], sys.argv[2]
+face, model, others_first = sys.argv[1], sys.argv[2], sys.argv[3] == "others first"
 seen = {"first": spare.waiting_pid()}
+framework = "langchain_core.language_models" if face == "langchain" else "llama_index.core"
+start = spare.start_spare
+
+
+def start_and_say_when():
+    seen.setdefault("started with the framework imported", framework in sys.modules)
+    start()
+
+
+spare.start_spare = start_and_say_when
 if face == "langchain":
-    from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
-    seen["others"] = spare.waiting_pid()
+    if others_first:
+        from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
+        seen["others"] = spare.waiting_pid()
     from langchain_ryzenai import ChatRyzenAI
     seen["llm"] = spare.waiting_pid()
     llm = ChatRyzenAI(model=model, max_tokens=2, temperature=0)
     seen["built"] = spare.waiting_pid()
     llm.invoke("hi")
 else:
-    from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAIEmbedding, RyzenAIRerank
-    seen["others"] = spare.waiting_pid()
+    if others_first:
+        from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAIEmbedding, RyzenAIRerank
+        seen["others"] = spare.waiting_pid()
     from llama_index.llms.ryzenai import RyzenAILLM
     seen["llm"] = spare.waiting_pid()
     llm = RyzenAILLM(model=model, max_new_tokens=2, temperature=0)
@@ -194,10 +209,10 @@ print(json.dumps(seen))
 """
 
 
-def _imports_then_call(face: str, model: str, **env: str) -> dict[str, int | None]:
+def _imports_then_call(face: str, model: str, order: str = "llm first", **env: str) -> dict[str, int | None]:
     environ = {k: v for k, v in os.environ.items() if k != "RYZENAI_LLM_EXECUTION"}
     done = subprocess.run(
-        [sys.executable, "-c", IMPORTS_THEN_CALL, face, model],
+        [sys.executable, "-c", IMPORTS_THEN_CALL, face, model, order],
         env={**environ, **env}, capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -206,12 +221,19 @@ def _imports_then_call(face: str, model: str, **env: str) -> dict[str, int | Non
 
 @pytest.mark.parametrize("face", FACES)
 def test_the_llm_class_import_starts_the_worker_its_first_call_runs_in(face):
-    """The worker starts before the framework's import (so it runs beside it), only for the LLM class."""
+    """The worker starts before the framework's import, so it runs beside it."""
     seen = _imports_then_call(face, str(TINY_LLAMA))
-    assert seen["first"] is None and seen["others"] is None  # embeddings, rerankers: no LLM worker
-    assert seen["llm"] is not None
+    assert seen["first"] is None and seen["llm"] is not None
+    assert seen["started with the framework imported"] is False
     assert seen["built"] == seen["llm"]  # building the model object starts no second one
     assert seen["called"] == seen["llm"]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_embedding_and_rerank_classes_start_no_llm_worker(face):
+    seen = _imports_then_call(face, str(TINY_LLAMA), "others first")
+    assert seen["others"] is None
+    assert seen["llm"] is not None and seen["called"] == seen["llm"]
 
 
 @pytest.mark.parametrize("face", FACES)
