@@ -172,7 +172,7 @@ def test_a_forked_child_keeps_no_end_of_the_parents_worker(copy_package):
 #: the LLM built and called once; prints the waiting worker's pid after each step, whether the
 #: framework was imported when the worker started, and the pid of the worker that ran the call.
 IMPORTS_THEN_CALL = """
-import json, sys
+import importlib, json, sys
 from ryzenai_core.engine import spare
 face, model, others_first = sys.argv[1], sys.argv[2], sys.argv[3] == "others first"
 seen = {"first": spare.waiting_pid()}
@@ -186,24 +186,21 @@ def start_and_say_when():
 
 
 spare.start_spare = start_and_say_when
-if face == "langchain":
-    if others_first:
-        from langchain_ryzenai import RyzenAIEmbeddings, RyzenAIRerank
-        seen["others"] = spare.waiting_pid()
-    from langchain_ryzenai import ChatRyzenAI
-    seen["llm"] = spare.waiting_pid()
-    llm = ChatRyzenAI(model=model, max_tokens=2, temperature=0)
-    seen["built"] = spare.waiting_pid()
-    llm.invoke("hi")
-else:
-    if others_first:
-        from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAIEmbedding, RyzenAIRerank
-        seen["others"] = spare.waiting_pid()
-    from llama_index.llms.ryzenai import RyzenAILLM
-    seen["llm"] = spare.waiting_pid()
-    llm = RyzenAILLM(model=model, max_new_tokens=2, temperature=0)
-    seen["built"] = spare.waiting_pid()
-    llm.complete("hi")
+others, (module, name, limit, call) = {
+    "langchain": (("langchain_ryzenai", "RyzenAIEmbeddings", "RyzenAIRerank"),
+                  ("langchain_ryzenai", "ChatRyzenAI", "max_tokens", "invoke")),
+    "llamaindex": (("llamaindex_ryzenai", "BucketPackingPostprocessor", "RyzenAIEmbedding", "RyzenAIRerank"),
+                   ("llama_index.llms.ryzenai", "RyzenAILLM", "max_new_tokens", "complete")),
+}[face]
+if others_first:
+    for other in others[1:]:
+        getattr(importlib.import_module(others[0]), other)  # what `from package import name` does
+    seen["others"] = spare.waiting_pid()
+LLM = getattr(importlib.import_module(module), name)
+seen["llm"] = spare.waiting_pid()
+llm = LLM(model=model, temperature=0, **{limit: 2})
+seen["built"] = spare.waiting_pid()
+getattr(llm, call)("hi")
 seen["called"] = llm.worker_pid()
 print(json.dumps(seen))
 """
