@@ -57,6 +57,7 @@ from ._options import (
 )
 from ._parsers import StrictJsonOutputParser
 from ._profile import model_profile
+from ._serialization import PublicSerialization
 
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile
@@ -74,7 +75,7 @@ _PROFILE_WITHOUT_HOOK = "profile" in BaseChatModel.model_fields and not hasattr(
 
 
 # ---------------------------------------------------------------------- the chat model
-class ChatRyzenAI(BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Chat model on an AMD Ryzen AI model package (ONNX Runtime GenAI), for LangChain.
 
     Runs the package's own chat template and tokenizer, knows its context budget (prompt
@@ -254,16 +255,6 @@ class ChatRyzenAI(BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy rea
         if _PROFILE_WITHOUT_HOOK and self.profile is None:
             self.profile = self._resolve_model_profile()
         return self
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        """True: ``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip the settings."""
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        """``["langchain_ryzenai"]``: serialized models name the public import, not a private module."""
-        return ["langchain_ryzenai"]
 
     @property
     def lc_secrets(self) -> dict[str, str]:

@@ -14,11 +14,12 @@ from ryzenai_core.embeddings.embedding import EmbeddingResult
 from ryzenai_core.embeddings.settings import EmbeddingSettings
 
 from ._options import refuse_unknown
+from ._serialization import PublicSerialization
 
 __all__ = ["RyzenAIEmbeddings"]
 
 
-class RyzenAIEmbeddings(EmbeddingSettings, Embeddings, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIEmbeddings(PublicSerialization, EmbeddingSettings, Embeddings, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Embeddings from an ONNX embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a folder as Hugging Face ships sentence-transformers models
@@ -56,16 +57,6 @@ class RyzenAIEmbeddings(EmbeddingSettings, Embeddings, Serializable):  # type: i
         """
         refuse_unknown(type(self), data, Serializable)
         super().__init__(**data)
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        """True: ``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip the settings."""
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        """``["langchain_ryzenai"]``: serialized models name the public import, not a private module."""
-        return ["langchain_ryzenai"]
 
     def embed(self, texts: list[str], *, kind: Literal["query", "document"] = "document") -> EmbeddingResult:
         """Embed with the full result: vectors, token counts, truncated texts, padding."""

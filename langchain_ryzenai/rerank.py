@@ -26,11 +26,12 @@ from pydantic import ConfigDict
 from ryzenai_core.rerank.engine import RerankResult, RerankSettings
 
 from ._options import refuse_unknown
+from ._serialization import PublicSerialization
 
 __all__ = ["RyzenAIRerank"]
 
 
-class RyzenAIRerank(RerankSettings, BaseDocumentCompressor, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIRerank(PublicSerialization, RerankSettings, BaseDocumentCompressor, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Rerank retrieved documents with a cross-encoder on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a cross-encoder folder as Hugging Face ships them (``config.json`` with a
@@ -65,16 +66,6 @@ class RyzenAIRerank(RerankSettings, BaseDocumentCompressor, Serializable):  # ty
         """
         refuse_unknown(type(self), kwargs, BaseDocumentCompressor)
         super().__init__(**kwargs)
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        """True: ``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip the settings."""
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        """``["langchain_ryzenai"]``: serialized models name the public import, not a private module."""
-        return ["langchain_ryzenai"]
 
     def score(self, documents: Sequence[str | Document], query: str) -> RerankResult:
         """Every document's score against ``query``, in the order given, and what the run cost."""
