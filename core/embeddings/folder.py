@@ -3,7 +3,8 @@
 :class:`EncoderFolder` finds the ONNX model (``onnx/model.onnx``, ``model.onnx`` or the one
 ``*.onnx``), checks ``tokenizer.json`` and Git LFS pointers, reads ``config.json`` and
 ``tokenizer_config.json``, the graph's inputs and outputs (without its weights) and the longest
-input the configs allow. ``tokenizers`` and ``onnx`` are imported only here, when a folder is
+input the configs allow; :class:`EncoderPackage` is what an embedding package and a reranker
+package both keep of it (and describe alike). ``tokenizers`` and ``onnx`` are imported only here, when a folder is
 read or a model loaded (:func:`import_tokenizers`, :func:`import_onnx`); they come with the
 ``embeddings`` extra.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -253,3 +254,65 @@ class EncoderFolder:
             max_length=max_length,
             max_length_source=length_source,
         )
+
+    def package_fields(self) -> dict[str, Any]:
+        """The fields of :class:`EncoderPackage` this folder gives (all but ``output``)."""
+        return {
+            "path": self.path,
+            "name": self.name,
+            "onnx_file": self.onnx_file,
+            "tokenizer_file": self.tokenizer_file,
+            "max_length": self.max_length,
+            "max_length_source": self.max_length_source,
+            "static_shape": self.static_shape,
+            "inputs": self.inputs,
+            "fixed_rows": self.fixed_rows,
+            "outputs": self.outputs,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderPackage:
+    """What an embedding model's and a reranker's package both hold: the folder's files and graph.
+
+    Attributes:
+        path: the folder.
+        name: its name (a Hugging Face cache snapshot is named by its repository).
+        onnx_file: the ONNX model that runs.
+        tokenizer_file: ``tokenizer.json``.
+        max_length: the longest input in tokens (special tokens included).
+        max_length_source: which file set ``max_length``.
+        static_shape: ``(rows, sequence)`` when the graph's inputs have fixed sizes (AMD's
+            exports), else None (dynamic axes).
+        inputs: the graph's inputs this engine feeds (input_ids, attention_mask, token_type_ids).
+        output: the graph output the engine reads.
+        fixed_rows: the graph's batch size when it is fixed (with a dynamic sequence axis too).
+        outputs: every graph output with its dimensions.
+    """
+
+    path: Path
+    name: str
+    onnx_file: Path
+    tokenizer_file: Path
+    max_length: int
+    max_length_source: str
+    static_shape: tuple[int, int] | None
+    inputs: tuple[str, ...]
+    output: str
+    fixed_rows: int | None = None
+    outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
+
+    def _description(self, kind: str) -> dict[str, Any]:
+        """The part of :meth:`describe` every encoder package has (``ryzenai-llm info``)."""
+        return {
+            "kind": kind,
+            "name": self.name,
+            "path": str(self.path),
+            "onnx_file": str(self.onnx_file.relative_to(self.path)),
+            "max_length": self.max_length,
+            "max_length_source": self.max_length_source,
+            "shapes": "static" if self.static_shape else "dynamic",
+            "static_shape": list(self.static_shape) if self.static_shape else None,
+            "inputs": list(self.inputs),
+            "output": self.output,
+        }

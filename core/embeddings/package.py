@@ -12,12 +12,12 @@ states and the query instruction (BGE's for BGE English models).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InvalidRequestError, UnsupportedModelError
-from .folder import EncoderFolder, json_or_none
+from .folder import EncoderFolder, EncoderPackage, json_or_none
 from .runner import Pooling
 
 __all__ = ["BGE_QUERY_INSTRUCTION", "EmbeddingPackage", "is_embedding_folder"]
@@ -47,48 +47,29 @@ def _pooling_config(folder: Path) -> tuple[Path | None, Any]:
     return path, json_or_none(path, "pooling config")
 
 
-@dataclass(frozen=True)
-class EmbeddingPackage:
+@dataclass(frozen=True, kw_only=True)
+class EmbeddingPackage(EncoderPackage):
     """An embedding model folder, read once.
 
+    The fields every encoder has are :class:`.folder.EncoderPackage`'s.
+
     Attributes:
-        path: the folder.
-        name: its name.
-        onnx_file: the ONNX model that runs.
-        tokenizer_file: ``tokenizer.json``.
+        output: the graph output that holds per-token hidden states.
         pooling: ``"cls"`` or ``"mean"``; ``pooling_source`` says where it came from.
         normalize: L2-normalise vectors by default (sentence-transformers' Normalize module).
-        max_length: the longest input in tokens (special tokens included).
-        max_length_source: which file set ``max_length``.
         dims: vector size, when the graph says it.
-        static_shape: ``(rows, sequence)`` when the graph's inputs have fixed sizes (AMD's
-            exports), else None (dynamic axes).
-        inputs: the graph's inputs (a subset of input_ids, attention_mask, token_type_ids).
-        output: the graph output that holds per-token hidden states.
         query_instruction: prefix for queries (BGE's for BGE models, else empty).
         document_instruction: prefix for documents.
         model_type: ``config.json``'s model_type, if any.
     """
 
-    path: Path
-    name: str
-    onnx_file: Path
-    tokenizer_file: Path
     pooling: Pooling
     pooling_source: str
     normalize: bool
-    max_length: int
-    max_length_source: str
     dims: int | None
-    static_shape: tuple[int, int] | None
-    inputs: tuple[str, ...]
-    output: str
     query_instruction: str = ""
     document_instruction: str = ""
     model_type: str | None = None
-    fixed_rows: int | None = None
-    """The graph's batch size when it is fixed (with a dynamic sequence axis too)."""
-    outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -166,44 +147,26 @@ class EmbeddingPackage:
         ident = " ".join(str(x) for x in (base.name, config.get("_name_or_path", ""))).lower()
         bge_en = "bge" in ident and not any(tag in ident for tag in ("-zh", "m3", "multilingual"))
         return cls(
-            path=base.path,
-            name=base.name,
-            onnx_file=model_file,
-            tokenizer_file=base.tokenizer_file,
+            **base.package_fields(),
+            output=output,
             pooling=chosen,
             pooling_source=pooling_source,
             normalize=normalize,
-            max_length=base.max_length,
-            max_length_source=base.max_length_source,
             dims=hidden if isinstance(hidden, int) and hidden > 0 else config.get("hidden_size"),
-            static_shape=base.static_shape,
-            inputs=base.inputs,
-            output=output,
             query_instruction=BGE_QUERY_INSTRUCTION if bge_en else "",
             document_instruction="",
             model_type=config.get("model_type"),
-            fixed_rows=base.fixed_rows,
-            outputs=outputs,
         )
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description (``ryzenai-llm info`` on an embedding folder)."""
         return {
-            "kind": "embedding",
-            "name": self.name,
-            "path": str(self.path),
-            "onnx_file": str(self.onnx_file.relative_to(self.path)),
+            **self._description("embedding"),
             "model_type": self.model_type,
             "dims": self.dims,
             "pooling": self.pooling,
             "pooling_source": self.pooling_source,
             "normalize": self.normalize,
-            "max_length": self.max_length,
-            "max_length_source": self.max_length_source,
-            "shapes": "static" if self.static_shape else "dynamic",
-            "static_shape": list(self.static_shape) if self.static_shape else None,
-            "inputs": list(self.inputs),
-            "output": self.output,
             "query_instruction": self.query_instruction,
             "document_instruction": self.document_instruction,
         }

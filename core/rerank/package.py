@@ -13,11 +13,11 @@ classifier (NLI, duplicate questions), not a relevance model: it is refused.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..embeddings.folder import EncoderFolder
+from ..embeddings.folder import EncoderFolder, EncoderPackage
 from ..errors import InvalidRequestError, UnsupportedModelError
 
 __all__ = ["Activation", "RerankPackage", "is_rerank_folder"]
@@ -76,42 +76,24 @@ def _activation(config: dict[str, Any], given: Activation | None) -> tuple[Activ
     )
 
 
-@dataclass(frozen=True)
-class RerankPackage:
+@dataclass(frozen=True, kw_only=True)
+class RerankPackage(EncoderPackage):
     """A cross-encoder folder, read once.
 
+    The fields every encoder has are :class:`~ryzenai_core.embeddings.folder.EncoderPackage`'s.
+
     Attributes:
-        path: the folder.
-        name: its name (a Hugging Face cache snapshot is named by its repository).
-        onnx_file: the ONNX model that runs.
-        tokenizer_file: ``tokenizer.json``.
+        output: the graph output holding the logits.
         architecture: ``config.json``'s architecture (``BertForSequenceClassification``), if any.
         model_type: ``config.json``'s model_type, if any.
-        max_length: the longest pair in tokens (special tokens included).
-        max_length_source: which file set ``max_length``.
-        static_shape: ``(rows, sequence)`` when the graph's inputs have fixed sizes, else None.
-        inputs: the graph's inputs (input_ids, attention_mask and, for BERT, token_type_ids).
-        output: the graph output holding the logits.
         activation: ``"sigmoid"`` or ``"identity"``: how a logit becomes a score.
         activation_source: where ``activation`` came from.
-        fixed_rows: the graph's batch size when it is fixed.
     """
 
-    path: Path
-    name: str
-    onnx_file: Path
-    tokenizer_file: Path
     architecture: str | None
     model_type: str | None
-    max_length: int
-    max_length_source: str
-    static_shape: tuple[int, int] | None
-    inputs: tuple[str, ...]
-    output: str
     activation: Activation
     activation_source: str
-    fixed_rows: int | None = None
-    outputs: dict[str, list[int | str | None]] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -168,38 +150,20 @@ class RerankPackage:
             )
         chosen, activation_source = _activation(config, activation)
         return cls(
-            path=base.path,
-            name=base.name,
-            onnx_file=model_file,
-            tokenizer_file=base.tokenizer_file,
+            **base.package_fields(),
+            output=output,
             architecture=architectures[0] if architectures else None,
             model_type=config.get("model_type"),
-            max_length=base.max_length,
-            max_length_source=base.max_length_source,
-            static_shape=base.static_shape,
-            inputs=base.inputs,
-            output=output,
             activation=chosen,
             activation_source=activation_source,
-            fixed_rows=base.fixed_rows,
-            outputs=outputs,
         )
 
     def describe(self) -> dict[str, Any]:
         """A JSON-ready description (``ryzenai-llm info`` on a reranker folder)."""
         return {
-            "kind": "reranker",
-            "name": self.name,
-            "path": str(self.path),
-            "onnx_file": str(self.onnx_file.relative_to(self.path)),
+            **self._description("reranker"),
             "architecture": self.architecture,
             "model_type": self.model_type,
-            "max_length": self.max_length,
-            "max_length_source": self.max_length_source,
-            "shapes": "static" if self.static_shape else "dynamic",
-            "static_shape": list(self.static_shape) if self.static_shape else None,
-            "inputs": list(self.inputs),
-            "output": self.output,
             "activation": self.activation,
             "activation_source": self.activation_source,
         }
