@@ -5,7 +5,8 @@
   ``max_tokens``, LlamaIndex's ``max_new_tokens``) and maps its calls onto the core's
   :class:`~ryzenai_core.request.Request`.
 * :func:`did_you_mean`: the closest known name of a misspelt setting or keyword, with one
-  cut-off for every face (LLMs, embeddings, rerankers).
+  cut-off for every face (LLMs, embeddings, rerankers); :func:`refuse_unknown_keywords` the error
+  of a call given keywords it does not take.
 
 This module sits above the engine (it opens engines for the faces, importing it on first use);
 nothing in the core imports it.
@@ -14,11 +15,12 @@ nothing in the core imports it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
 from .options import GenerationOptions, ModelName, Provider, llm_execution
 from .request import Request
@@ -26,7 +28,7 @@ from .request import Request
 if TYPE_CHECKING:
     from .engine.engine import Engine
 
-__all__ = ["SUGGESTION_CUTOFF", "LLMSettings", "did_you_mean"]
+__all__ = ["SUGGESTION_CUTOFF", "LLMSettings", "did_you_mean", "refuse_unknown_keywords"]
 
 #: How alike a misspelt name and a known one must be for the known one to be suggested
 #: (:func:`difflib.get_close_matches`' ratio): ``temprature`` -> ``temperature``,
@@ -38,6 +40,22 @@ def did_you_mean(name: str, known: Iterable[str]) -> str | None:
     """The name among ``known`` that ``name`` is most likely a misspelling of, if any."""
     match = difflib.get_close_matches(str(name), sorted(set(known)), n=1, cutoff=SUGGESTION_CUTOFF)
     return match[0] if match else None
+
+
+def refuse_unknown_keywords(owner: str, given: Iterable[str], accepted: Collection[str]) -> None:
+    """Refuse the keyword arguments of a call that ``owner`` does not take.
+
+    Raises:
+        InvalidRequestError: naming each unknown keyword, the known one it is most likely a
+            misspelling of, and every keyword a call accepts.
+    """
+    unknown = sorted(set(given) - set(accepted))
+    if unknown:
+        hints = [(k, did_you_mean(k, accepted)) for k in unknown]
+        named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
+        raise InvalidRequestError(
+            f"{owner} does not take the keyword argument(s) {named}; accepted per call: {', '.join(sorted(accepted))}"
+        )
 
 
 class LLMSettings(BaseModel):

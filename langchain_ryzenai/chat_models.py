@@ -40,7 +40,7 @@ from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 from typing_extensions import Self
 
 from ryzenai_core import InvalidRequestError, Request
-from ryzenai_core.faces import LLMSettings, did_you_mean
+from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
 from ryzenai_core.options import ModelName, validated_options
 from ryzenai_core.package.capabilities import read_capabilities
 
@@ -328,14 +328,7 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ign
             InvalidRequestError: an unknown keyword; an option given twice in one call; an option
                 ChatRyzenAI does not have, or one that is set when ChatRyzenAI is created.
         """
-        unknown = sorted(set(kwargs) - CALL_KWARGS)
-        if unknown:
-            hints = [(k, did_you_mean(k, CALL_KWARGS)) for k in unknown]
-            named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
-            raise InvalidRequestError(
-                f"ChatRyzenAI does not take the keyword argument(s) {named}; "
-                f"accepted per call: {', '.join(sorted(CALL_KWARGS))}"
-            )
+        refuse_unknown_keywords("ChatRyzenAI", kwargs, CALL_KWARGS)
         call_extra = kwargs.get("model_kwargs")
         if call_extra is None:
             call_extra = {}

@@ -48,7 +48,7 @@ from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
-from ryzenai_core.faces import LLMSettings, did_you_mean
+from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import validated_options
@@ -410,13 +410,7 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
             InvalidRequestError: an unknown keyword or a bad option value.
         """
         call = dict(kwargs)
-        unknown = sorted(set(call) - _CALL_KWARGS)
-        if unknown:
-            hints = [(k, did_you_mean(k, _CALL_KWARGS)) for k in unknown]
-            named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
-            raise InvalidRequestError(
-                f"RyzenAILLM got unknown keyword argument(s) {named}; accepted: {', '.join(sorted(_CALL_KWARGS))}"
-            )
+        refuse_unknown_keywords("RyzenAILLM", call, _CALL_KWARGS)
         timeout = call.pop("timeout", self.timeout)
         if "max_tokens" in call:
             value = call.pop("max_tokens")

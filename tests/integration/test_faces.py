@@ -92,9 +92,20 @@ def test_a_misspelt_setting_on_each_face_names_the_closest_one(face, folder, typ
         face(model=folder, **{typo: 1})
 
 
-def test_a_misspelt_llamaindex_call_keyword_names_the_closest_one():
-    with pytest.raises(InvalidRequestError, match=r"temprature \(did you mean 'temperature'\?\)"):
-        RyzenAILLM(model=QWEN).complete("hi", temprature=0)
+@pytest.mark.parametrize(
+    ("owner", "call"),
+    [
+        ("RyzenAILLM", lambda **kw: RyzenAILLM(model=QWEN).complete("hi", **kw)),
+        ("ChatRyzenAI", lambda **kw: ChatRyzenAI(model=QWEN).invoke("hi", **kw)),
+    ],
+)
+def test_a_misspelt_call_keyword_names_the_closest_one_in_one_wording_on_both_faces(owner, call):
+    with pytest.raises(
+        InvalidRequestError,
+        match=rf"^{owner} does not take the keyword argument\(s\) temprature \(did you mean 'temperature'\?\); "
+        r"accepted per call: .*\btemperature\b",
+    ):
+        call(temprature=0)
 
 
 # ---------------------------------------------------------------------- execution, formerly isolation
