@@ -244,7 +244,7 @@ def call_costs(path: Path) -> dict[str, float]:
     out = {
         "template render": median_ms(lambda: session.render(MESSAGES, opts)),
         "tokenize": median_ms(lambda: session.encode(prompt)),
-        "prepare (render, tokenize, checks, budget plan)": median_ms(lambda: session.prepare(MESSAGES, opts)),
+        "prepare (render, tokenize, checks, budget plan)": median_ms(lambda: session.prompts.prepare(MESSAGES, opts)),
         "worker round trip (a small call)": median_ms(lambda: worker.backend.call("encode", "x")),
     }
     return out

@@ -18,7 +18,7 @@ import functools
 import json
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..call_options import CallOptions, as_call_options, check_runtime_settings, resolve_search
@@ -135,15 +135,6 @@ class Session:
         """Prompt tokens ``messages`` render to (images expanded to their tokens)."""
         return self.prompts.count_tokens(messages, options)
 
-    def prepare(
-        self,
-        messages: Sequence[ChatMessage] | RawPrompt,
-        options: CallOptions | GenerationOptions,
-        check: Callable[[], None] | None = None,
-    ) -> Prepared:
-        """Render, tokenize and plan (see :meth:`.prompt_builder.PromptBuilder.prepare`); ``options`` resolved."""
-        return self.prompts.prepare(messages, options, check)
-
     # ------------------------------------------------------------------ generating
     def kv_reuse_default(self) -> bool:
         """Prefix reuse is on by default only where the runtime's support is known (see :mod:`.kv_cache`)."""
@@ -174,7 +165,7 @@ class Session:
         control.check_deadline()  # it may have waited in a queue before this
         control.enter(Phase.PREPARING)
         resolved = self.resolve(asked)
-        prepared = self.prepare(messages, resolved, control.check_deadline)
+        prepared = self.prompts.prepare(messages, resolved, control.check_deadline)
         control.prompt_tokens = len(prepared.prompt_ids)
         return self._stream(prepared, resolved, control, reader, t_call)
 
