@@ -94,11 +94,16 @@ class LLMSettings(BaseModel):
 
     @model_validator(mode="after")
     def _start_worker_early(self) -> Any:
-        """A model whose calls run in a worker process has one started now (see :mod:`ryzenai_core.engine.spare`)."""
-        if llm_execution(self.execution) == "process":
-            from .engine import spare
+        """A model whose calls run in a worker process has one started now (see :mod:`ryzenai_core.engine.spare`).
 
+        An inline model stops the one the class's import started, while it is still the import's.
+        """
+        from .engine import spare
+
+        if llm_execution(self.execution) == "process":
             spare.start_spare()
+        else:
+            spare.drop_ahead()  # the one the class's import started, if no model has taken it
         return self
 
     def runtime_settings(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def require_framework(module: str, extra: str, what: str) -> None:
     """
     try:
         found = importlib.util.find_spec(module) is not None
-    except ImportError:  # its parent package is missing
+    except (ImportError, ValueError):  # its parent package is missing; a module without a spec
         found = False
     if not found:
         raise ImportError(

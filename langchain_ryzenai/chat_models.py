@@ -81,7 +81,8 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ign
     Runs the package's own chat template and tokenizer, knows its context budget (prompt
     limit, prefill buckets, window), and streams from a worker process so the caller's
     event loop stays responsive. The model loads on the first call (the worker process starts
-    when the model object is built, so that call finds it started).
+    when this class is first imported, or when the model object is built, so that call finds
+    it started).
 
     Setup:
         On a Ryzen AI PC, in the environment of the Ryzen AI installer::

@@ -80,7 +80,7 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
     monkeypatch.setattr(og, "Model", refuse)
     spare.stop_spare()  # the one a face's import started while the tests were collected
     monkeypatch.setattr(spare, "popen_worker", refuse)  # every model worker starts there
-    monkeypatch.setattr(spare, "start_spare", lambda: None)  # building a model object starts none here
+    monkeypatch.setattr(spare, "start_spare", lambda **_: None)  # building a model object starts none here
     monkeypatch.setattr(runner, "popen_worker", refuse)
     try:
         import onnxruntime as ort

@@ -11,6 +11,7 @@ read or a model loaded (:func:`import_tokenizers`, :func:`import_onnx`); they co
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Sequence
@@ -256,19 +257,8 @@ class EncoderFolder:
         )
 
     def package_fields(self) -> dict[str, Any]:
-        """The fields of :class:`EncoderPackage` this folder gives (all but ``output``)."""
-        return {
-            "path": self.path,
-            "name": self.name,
-            "onnx_file": self.onnx_file,
-            "tokenizer_file": self.tokenizer_file,
-            "max_length": self.max_length,
-            "max_length_source": self.max_length_source,
-            "static_shape": self.static_shape,
-            "inputs": self.inputs,
-            "fixed_rows": self.fixed_rows,
-            "outputs": self.outputs,
-        }
+        """The fields of :class:`EncoderPackage` this folder gives (all but ``output``, the package's choice)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(EncoderPackage) if f.name != "output"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,26 +9,31 @@ loaded before a call. It starts
 
 - when a face's LLM class is first imported (``from langchain_ryzenai import ChatRyzenAI``,
   :func:`start_spare_ahead`), before the framework's own import (0.5-1.5 s), which it then runs
-  beside: unless :data:`~ryzenai_core.call_options.ENV_EXECUTION` says ``inline``;
+  beside: unless :data:`~ryzenai_core.call_options.ENV_EXECUTION` says ``inline`` at that time,
+  or the process is a multiprocessing child importing its parent's main module;
 - when an LLM model object whose model runs in a worker (the default) is built, if none waits
   then (the one started at the import was taken, or stopped after a change below).
 
 - One at a time: a model object built while one waits starts no other (so at most one process
   waits unused: one started for a model whose engine already has its worker).
+- Not kept for inline models: the first model object built, if it runs inline
+  (``execution="inline"``), stops the one its class's import started (:func:`drop_ahead`).
 - Only in the process that started it: a forked child closes its copy of the pipes (the worker
   then still sees its input end when its caller closes it) and starts its own.
-- Only with the environment and working folder it started with: a variable the runtime reads,
-  set after the model object was built, would be missing from it (and a relative path would lead
-  elsewhere), so a spare started before such a change is stopped and a new worker started instead.
+- Only with the environment and working folder it started with: any change to ``os.environ``
+  after it started (a variable the runtime reads, or ``load_dotenv()`` after the imports) or of
+  the working folder (a relative path would lead elsewhere) stops it at the next model object
+  or call, and a new worker starts instead: set the environment before the import to keep it.
 - Not in a process that is itself a worker (a frozen app that runs its main as a worker because
   it does not call ``freeze_support`` first would otherwise start one more at each start).
-- A spare nobody took is stopped at exit (it holds nothing: an interpreter and the core's
-  modules, about 25 MB; a process whose models all run inline never takes it).
+- A spare nobody took is stopped at exit (it holds nothing but an interpreter, the core's
+  modules and numpy: about 40 MB).
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import subprocess
@@ -42,6 +47,7 @@ from ..spawn import WORKER_FLAG, popen_worker
 
 __all__ = [
     "WORKER_MODULE",
+    "drop_ahead",
     "start_spare",
     "start_spare_ahead",
     "start_worker",
@@ -62,6 +68,7 @@ class _Spare:
     owner: int  # the pid of the process that started it
     cwd: str
     environ: dict[str, str] = field(repr=False)
+    ahead: bool = False  # started when an LLM class was imported, before any model object
 
     def waits(self) -> bool:
         """Whether it is this process's and still running."""
@@ -69,7 +76,21 @@ class _Spare:
 
     def serves(self) -> bool:
         """Whether it can serve this process now: waiting, started in today's folder and environment."""
-        return self.waits() and self.cwd == os.getcwd() and self.environ == dict(os.environ)
+        return self.waits() and self.cwd == _cwd() and self.environ == dict(os.environ)
+
+
+def _cwd() -> str | None:
+    """The working folder (None: it was deleted, and a worker started now could not resolve a relative path)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _inheriting() -> bool:
+    """Whether this is a multiprocessing child (spawn, forkserver) importing its parent's main module."""
+    process = sys.modules.get("multiprocessing.process")
+    return process is not None and bool(getattr(process.current_process(), "_inheriting", False))
 
 
 _lock = threading.Lock()
@@ -81,33 +102,54 @@ def start_worker() -> subprocess.Popen[bytes]:
     return popen_worker(WORKER_MODULE, bufsize=PIPE_BUFFER)
 
 
-def start_spare() -> None:
+def start_spare(*, ahead: bool = False) -> None:
     """Start a model worker ahead of the first call, unless one is already waiting.
 
-    A worker that cannot be started now (no process left to the user, say) is no error here:
-    the first call starts its worker and says why it cannot.
+    A worker that cannot be started now (no process left to the user, a working folder that
+    was deleted) is no error here: the first call starts its worker and says why it cannot.
     """
     global _spare
     if WORKER_FLAG in sys.argv:
         return
     with _lock:
         if _spare is not None and _spare.serves():
+            if _spare.ahead and not ahead:
+                _spare = dataclasses.replace(_spare, ahead=False)  # a model object counts on it now
             return
         stale, _spare = _spare, None
         if stale is not None and stale.owner == os.getpid():
             _stop(stale.proc)
+        cwd, environ = _cwd(), dict(os.environ)
+        if cwd is None:
+            return
         try:
             proc = start_worker()
         except OSError as exc:
             logger.debug("no model worker started ahead: %s", exc)
             return
-        _spare = _Spare(proc, os.getpid(), os.getcwd(), dict(os.environ))
+        _spare = _Spare(proc, os.getpid(), cwd, environ, ahead)
 
 
 def start_spare_ahead() -> None:
-    """Start a model worker when a face's LLM class is imported, unless LLMs run inline here by default."""
-    if llm_execution(None) == "process":
-        start_spare()
+    """Start a model worker when a face's LLM class is imported.
+
+    Not when LLMs run inline here by default (:data:`~ryzenai_core.call_options.ENV_EXECUTION`),
+    nor in a multiprocessing child while it imports its parent's main module (a pool of spawned
+    processes would otherwise start one worker each, for models they may never build).
+    """
+    if llm_execution(None) == "process" and not _inheriting():
+        start_spare(ahead=True)
+
+
+def drop_ahead() -> None:
+    """Stop the worker an import started when the first model object built runs inline (it would wait unused)."""
+    global _spare
+    with _lock:
+        spare = _spare
+        if spare is None or not spare.ahead or spare.owner != os.getpid():
+            return
+        _spare = None
+    _stop(spare.proc)
 
 
 def waiting_pid() -> int | None:

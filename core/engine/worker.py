@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from pathlib import Path
 from typing import Any
 
 from ..generation.call import CallControl, CallSpec, Cancellation
@@ -150,14 +149,13 @@ def warm_up() -> None:
     worker; the call that needs what failed says why.
     """
     try:
+        import huggingface_hub.constants  # noqa: F401 - the cache layout a package folder's name is read with
         import numpy  # noqa: F401 - onnxruntime-genai's token ids are numpy arrays: its first encode imports it
 
-        from ..package import hub
         from ..package.runtime import runtime_info
         from ..prompt import structured  # noqa: F401 - every generation's request resolves its guidance there
 
         runtime_info()  # the installed runtime, read from its distribution's metadata
-        hub.cache_repository(Path.cwd())  # huggingface_hub's cache layout: where a package folder is read from
     except Exception as exc:  # noqa: BLE001 - see above
         logger.debug("worker warm-up: %s", exc)
 

@@ -1,8 +1,12 @@
-"""A model object starts a worker at once; the first call runs in it (see ryzenai_core.engine.spare)."""
+"""A worker started ahead (at the LLM class's import, or when a model object is built); the first call runs in it.
+
+See ryzenai_core.engine.spare.
+"""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -166,8 +170,6 @@ def test_a_forked_child_keeps_no_end_of_the_parents_worker(copy_package):
         os.waitpid(child, 0)
 
 
-#: A new process: the face's classes imported one by one, then its LLM built and called once;
-#: prints the waiting worker's pid after each step and the pid of the worker that ran the call.
 #: A new process: the face's other classes imported (or not: argv[3]), then its LLM class, then
 #: the LLM built and called once; prints the waiting worker's pid after each step, whether the
 #: framework was imported when the worker started, and the pid of the worker that ran the call.
@@ -180,9 +182,9 @@ framework = "langchain_core.language_models" if face == "langchain" else "llama_
 start = spare.start_spare
 
 
-def start_and_say_when():
+def start_and_say_when(**how):
     seen.setdefault("started with the framework imported", framework in sys.modules)
-    start()
+    start(**how)
 
 
 spare.start_spare = start_and_say_when
@@ -262,3 +264,62 @@ def test_the_warm_up_never_fails_the_worker(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "numpy", None)  # an import of numpy now fails
     worker.warm_up()
+
+
+def test_a_worker_is_not_started_ahead_without_a_working_folder(monkeypatch):
+    """A deleted working folder makes no import or model object fail: the first call starts its own."""
+
+    def deleted() -> str:
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(os, "getcwd", deleted)
+    spare.start_spare_ahead()
+    spare.start_spare()
+    assert spare.waiting_pid() is None
+
+
+def test_an_inline_model_stops_the_worker_its_class_import_started():
+    spare.start_spare_ahead()  # what the import of ChatRyzenAI / RyzenAILLM does
+    pid = spare.waiting_pid()
+    assert pid is not None
+    FACES["llamaindex"](str(TINY_LLAMA), execution="inline")
+    assert spare.waiting_pid() is None and _gone(pid)
+
+
+def test_an_inline_model_keeps_the_worker_a_process_model_counts_on():
+    spare.start_spare_ahead()
+    pid = spare.waiting_pid()
+    FACES["langchain"](str(TINY_LLAMA))  # runs in a worker: this one
+    FACES["llamaindex"](str(TINY_LLAMA), execution="inline")
+    assert spare.waiting_pid() == pid
+
+
+#: The main module of a program whose pool of spawned processes imports it again.
+SPAWNING_MAIN = """
+import multiprocessing, sys
+from langchain_ryzenai import ChatRyzenAI
+from ryzenai_core.engine import spare
+
+
+def waiting_in_child():
+    return spare.waiting_pid()
+
+
+if __name__ == "__main__":
+    with multiprocessing.get_context(sys.argv[1]).Pool(1) as pool:
+        child = pool.apply(waiting_in_child)
+    print("parent", spare.waiting_pid() is not None, "child", child)
+"""
+
+
+@pytest.mark.parametrize("method", [m for m in ("spawn", "forkserver") if m in multiprocessing.get_all_start_methods()])
+def test_a_spawned_child_that_imports_the_main_module_starts_no_worker(tmp_path, method):
+    """A pool's processes import the parent's main module again, LLM class included: they start none."""
+    main = tmp_path / "main.py"
+    main.write_text(SPAWNING_MAIN, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if k != "RYZENAI_LLM_EXECUTION"}
+    done = subprocess.run(
+        [sys.executable, str(main), method], env=environ, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["parent", "True", "child", "None"]
