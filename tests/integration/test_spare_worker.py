@@ -5,6 +5,7 @@ See ryzenai_core.engine.spare.
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
@@ -170,13 +171,13 @@ def test_a_forked_child_keeps_no_end_of_the_parents_worker(copy_package):
         os.waitpid(child, 0)
 
 
-#: A new process: the face's other classes imported (or not: argv[3]), then its LLM class, then
-#: the LLM built and called once; prints the waiting worker's pid after each step, whether the
-#: framework was imported when the worker started, and the pid of the worker that ran the call.
+#: A new process: the face's LLM class imported (as `from package import name` does), the LLM
+#: built and called once; prints the waiting worker's pid after each step, whether the framework
+#: was imported when the worker started, and the pid of the worker that ran the call.
 IMPORTS_THEN_CALL = """
 import importlib, json, sys
 from ryzenai_core.engine import spare
-face, model, others_first = sys.argv[1], sys.argv[2], sys.argv[3] == "others first"
+face, model = sys.argv[1], sys.argv[2]
 seen = {"first": spare.waiting_pid()}
 framework = "langchain_core.language_models" if face == "langchain" else "llama_index.core"
 start = spare.start_spare
@@ -188,16 +189,10 @@ def start_and_say_when(**how):
 
 
 spare.start_spare = start_and_say_when
-others, (module, name, limit, call) = {
-    "langchain": (("langchain_ryzenai", "RyzenAIEmbeddings", "RyzenAIRerank"),
-                  ("langchain_ryzenai", "ChatRyzenAI", "max_tokens", "invoke")),
-    "llamaindex": (("llamaindex_ryzenai", "BucketPackingPostprocessor", "RyzenAIEmbedding", "RyzenAIRerank"),
-                   ("llama_index.llms.ryzenai", "RyzenAILLM", "max_new_tokens", "complete")),
+module, name, limit, call = {
+    "langchain": ("langchain_ryzenai", "ChatRyzenAI", "max_tokens", "invoke"),
+    "llamaindex": ("llama_index.llms.ryzenai", "RyzenAILLM", "max_new_tokens", "complete"),
 }[face]
-if others_first:
-    for other in others[1:]:
-        getattr(importlib.import_module(others[0]), other)  # what `from package import name` does
-    seen["others"] = spare.waiting_pid()
 LLM = getattr(importlib.import_module(module), name)
 seen["llm"] = spare.waiting_pid()
 llm = LLM(model=model, temperature=0, **{limit: 2})
@@ -208,11 +203,11 @@ print(json.dumps(seen))
 """
 
 
-def _imports_then_call(face: str, model: str, order: str = "llm first", **env: str) -> dict[str, int | None]:
+def _imports_then_call(face: str, model: str) -> dict[str, int | None]:
     environ = {k: v for k, v in os.environ.items() if k != "RYZENAI_LLM_EXECUTION"}
     done = subprocess.run(
-        [sys.executable, "-c", IMPORTS_THEN_CALL, face, model, order],
-        env={**environ, **env}, capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, "-c", IMPORTS_THEN_CALL, face, model],
+        env=environ, capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
@@ -228,17 +223,37 @@ def test_the_llm_class_import_starts_the_worker_its_first_call_runs_in(face):
     assert seen["called"] == seen["llm"]
 
 
-@pytest.mark.parametrize("face", FACES)
-def test_the_embedding_and_rerank_classes_start_no_llm_worker(face):
-    seen = _imports_then_call(face, str(TINY_LLAMA), "others first")
-    assert seen["others"] is None
-    assert seen["llm"] is not None and seen["called"] == seen["llm"]
+#: Each face package's LLM class and its other classes.
+CLASSES = {
+    "langchain": ("langchain_ryzenai", "ChatRyzenAI", ("RyzenAIEmbeddings", "RyzenAIRerank")),
+    "llamaindex": ("llamaindex_ryzenai", "RyzenAILLM", ("BucketPackingPostprocessor", "RyzenAIEmbedding", "RyzenAIRerank")),
+}
+
+
+def _read_again(monkeypatch: pytest.MonkeyPatch, package: object, name: str) -> None:
+    """Read a face package's class as its first import does (the name not loaded yet)."""
+    monkeypatch.delitem(vars(package), name, raising=False)
+    getattr(package, name)
 
 
 @pytest.mark.parametrize("face", FACES)
-def test_the_llm_class_import_starts_no_worker_when_llms_run_inline(face):
-    seen = _imports_then_call(face, str(TINY_LLAMA), RYZENAI_LLM_EXECUTION="inline")
-    assert seen["llm"] is None and seen["built"] is None and seen["called"] is None
+def test_the_embedding_and_rerank_classes_start_no_llm_worker(face, monkeypatch):
+    module, llm, others = CLASSES[face]
+    package = importlib.import_module(module)
+    monkeypatch.delenv("RYZENAI_LLM_EXECUTION", raising=False)
+    for name in others:
+        _read_again(monkeypatch, package, name)
+    assert spare.waiting_pid() is None
+    _read_again(monkeypatch, package, llm)
+    assert spare.waiting_pid() is not None
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_llm_class_import_starts_no_worker_when_llms_run_inline(face, monkeypatch):
+    module, llm, _ = CLASSES[face]
+    monkeypatch.setenv("RYZENAI_LLM_EXECUTION", "inline")
+    _read_again(monkeypatch, importlib.import_module(module), llm)
+    assert spare.waiting_pid() is None
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads a process's mapped files from /proc")
