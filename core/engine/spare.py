@@ -7,7 +7,7 @@ waits for its first frame. The next worker an engine starts is that one (:func:`
 it opens a package only when :class:`~ryzenai_core.ipc.Init` names one, so nothing is opened or
 loaded before a call. It starts
 
-- when a face's LLM class is first imported (``from langchain_ryzenai import ChatRyzenAI``,
+- when a face's LLM class is first read from its package (the face calls
   :func:`start_spare_ahead`), before the framework's own import (0.5-1.5 s), which it then runs
   beside: unless :data:`~ryzenai_core.call_options.ENV_EXECUTION` says ``inline`` at that time,
   or the process is a multiprocessing child importing its parent's main module;
