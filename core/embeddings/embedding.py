@@ -17,7 +17,7 @@ from typing import Literal
 
 from ..errors import InvalidRequestError
 from ..messages import check_prompt_text
-from .batches import l2_normalize, plan_batches
+from .batches import l2_normalize
 from .engine import EncoderEngine
 from .package import EmbeddingPackage
 from .runner import Pooling
@@ -113,51 +113,37 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         if blank not in ("error", "embed"):
             raise InvalidRequestError(f"blank {blank!r} is not one of 'error', 'embed'")
         items = self._check_texts(texts, blank=blank)
-        if on_overflow not in ("truncate", "error"):
-            raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
-        if batch_size < 1:
-            raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+        self.check_call(on_overflow, batch_size)
         if not items:
             return EmbeddingResult(vectors=[], tokens=[], truncated=[], padding=0, shapes=[])
         prefix = self.instruction(kind) if instruction is None else instruction
-        full = [prefix + t for t in items]
-        encodings = self.tokenizer.encode_batch(full)
-        limit = self.package.max_length
-        over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
-        if over and on_overflow == "error":
-            i = over[0]
-            raise InvalidRequestError(
-                f"text {i} is {len(encodings[i].ids)} tokens, over {self.package.name}'s maximum of {limit} "
-                f"({self.package.max_length_source}); {len(over)} text(s) are too long. Split the text into "
-                f"smaller chunks (e.g. a chunk size of {limit - 32} tokens), or pass on_overflow='truncate'"
-            )
+        limit, name = self.package.max_length, self.package.name
+        encodings, over = self.encode_within_limit(
+            [prefix + t for t in items],
+            on_overflow,
+            lambda i, n, count: (
+                f"text {i} is {n} tokens, over {name}'s maximum of {limit} ({self.package.max_length_source}); "
+                f"{count} text(s) are too long. Split the text into smaller chunks (e.g. a chunk size of "
+                f"{limit - 32} tokens), or pass on_overflow='truncate'"
+            ),
+        )
         if over:
-            for i, enc in zip(over, self.truncating_tokenizer.encode_batch([full[i] for i in over]), strict=True):
-                encodings[i] = enc
             log.warning(
                 "%d of %d text(s) are longer than %s's maximum of %d tokens and were truncated (first: text %d); "
                 "use smaller chunks to embed all of each text",
                 len(over),
                 len(items),
-                self.package.name,
+                name,
                 limit,
                 over[0],
             )
         lengths = [len(e.ids) for e in encodings]
-        batches = plan_batches(
-            lengths, batch_size=batch_size, buckets=self.buckets or None, static_rows=self.static_rows or None
-        )
         out: list[np.ndarray | None] = [None] * len(items)
-        padding, shapes, done = 0, [], 0
-        for batch in batches:
-            pooled = self.run_batch(batch, encodings)
+        shapes = []
+        for batch, pooled in self.run_batches(encodings, batch_size, progress):
             for row, i in enumerate(batch.indices):
                 out[i] = pooled[row]
-            padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
             shapes.append((batch.rows, batch.length))
-            done += len(batch.indices)
-            if progress is not None:
-                progress(done)
         vectors = np.stack([v for v in out if v is not None])
         if normalize if normalize is not None else self.package.normalize:
             vectors = l2_normalize(vectors)
@@ -166,7 +152,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             vectors=as_lists,
             tokens=lengths,
             truncated=over,
-            padding=padding,
+            padding=sum(rows * length for rows, length in shapes) - sum(lengths),
             shapes=shapes,
         )
 

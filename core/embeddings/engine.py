@@ -28,13 +28,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from ..errors import InvalidRequestError, RuntimeNotAvailableError
 from ..options import execution_setting
-from .batches import Batch
+from .batches import Batch, plan_batches
 from .folder import import_onnx, import_tokenizers
 from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
 
@@ -401,6 +401,61 @@ class EncoderEngine(Generic[P]):
         for shape, backend in sessions:
             log.info("closing %s's session of shape %s %s", self.package.name, shape or "dynamic", why)
             backend.close()
+
+    # -- a call ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def check_call(on_overflow: str, batch_size: int) -> None:
+        """Refuse an ``on_overflow`` or a ``batch_size`` a call cannot run with.
+
+        Raises:
+            InvalidRequestError: either is out of its range.
+        """
+        if on_overflow not in ("truncate", "error"):
+            raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
+        if batch_size < 1:
+            raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+
+    def encode_within_limit(
+        self, inputs: list[Any], on_overflow: str, too_long: Callable[[int, int, int], str]
+    ) -> tuple[list[Any], list[int]]:
+        """The tokenizer's encodings of ``inputs`` (texts, or (query, passage) pairs), none over the maximum length.
+
+        With ``on_overflow="truncate"`` an input over it is encoded again by
+        :attr:`truncating_tokenizer`; with ``"error"`` the first is refused with the message
+        ``too_long(index, tokens, inputs_over)``.
+
+        Returns:
+            the encodings, and the indices of the inputs that were cut.
+
+        Raises:
+            InvalidRequestError: an input over the maximum length, with ``on_overflow="error"``.
+        """
+        encodings = self.tokenizer.encode_batch(inputs)
+        limit = self.package.max_length
+        over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
+        if over and on_overflow == "error":
+            raise InvalidRequestError(too_long(over[0], len(encodings[over[0]].ids), len(over)))
+        if over:
+            for i, enc in zip(over, self.truncating_tokenizer.encode_batch([inputs[i] for i in over]), strict=True):
+                encodings[i] = enc
+        return encodings, over
+
+    def run_batches(
+        self, encodings: Sequence[Any], batch_size: int, progress: Callable[[int], None] | None
+    ) -> Iterator[tuple[Batch, np.ndarray]]:
+        """Each planned batch of ``encodings`` (:func:`.plan_batches`) with its output, in turn.
+
+        ``progress`` is called with the number of inputs done after each batch.
+        """
+        lengths = [len(e.ids) for e in encodings]
+        done = 0
+        buckets, rows = self.buckets or None, self.static_rows or None
+        for batch in plan_batches(lengths, batch_size=batch_size, buckets=buckets, static_rows=rows):
+            yield batch, self.run_batch(batch, encodings)
+            done += len(batch.indices)
+            if progress is not None:
+                progress(done)
 
     def run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
         """Run one planned batch of tokenizer encodings, padded to its shape; the session's output."""

@@ -75,20 +75,18 @@ class EmbeddingPackage(EncoderPackage):
     def open(
         cls, path: str | os.PathLike[str], *, onnx_file: str | None = None, pooling: Pooling | None = None
     ) -> EmbeddingPackage:
-        """Read an embedding folder.
+        """Read an embedding folder, as sentence-transformers save them or as AMD's NPU examples export them.
 
         Args:
+            pooling: override the folder's pooling (``"cls"`` or ``"mean"``).
             path: the folder.
             onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
-            pooling: override the folder's pooling (``"cls"`` or ``"mean"``).
 
         Raises:
-            ModelNotFoundError: no folder, or no ONNX model in it.
-            MissingTokenizerError: no ``tokenizer.json``.
-            LfsPointerError: the model or tokenizer is a Git LFS pointer.
-            UnsupportedModelError: the graph has inputs this engine cannot feed, or no per-token
-                output for the pooling.
-            ConfigError: a pooling mode or length in the configs that cannot be used.
+            UnsupportedModelError: no per-token output for the pooling.
+            ConfigError: a pooling mode in the configs that cannot be used.
+            ModelPackageError: what :meth:`EncoderFolder.read` raises (no folder, ONNX model or
+                tokenizer; an LFS pointer; inputs this engine cannot feed; no usable maximum length).
         """
         folder = Path(path).expanduser()
         st_config = json_or_none(folder / "sentence_bert_config.json", "sentence-transformers config") or {}

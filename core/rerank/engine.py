@@ -27,7 +27,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..embeddings.batches import plan_batches
 from ..embeddings.engine import EncoderEngine
 from ..embeddings.settings import EncoderSettings
 from ..errors import InvalidRequestError, UnsupportedModelError
@@ -144,10 +143,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
         import numpy as np
 
         items = self._check(query, documents)
-        if on_overflow not in ("truncate", "error"):
-            raise InvalidRequestError(f"on_overflow {on_overflow!r} is not one of 'truncate', 'error'")
-        if batch_size < 1:
-            raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+        self.check_call(on_overflow, batch_size)
         if not items:
             return RerankResult(scores=[], logits=[], tokens=[], truncated=[], padding=0, shapes=[])
         pkg = self.package
@@ -160,20 +156,17 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 f"within {pkg.name}'s maximum of {limit} ({pkg.max_length_source}). Shorten the query: rerankers "
                 "are trained on questions of a few dozen tokens"
             )
-        pairs = [(query, d) for d in items]
-        encodings = self.tokenizer.encode_batch(pairs)
-        over = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
-        if over and on_overflow == "error":
-            i = over[0]
-            raise InvalidRequestError(
-                f"document {i} makes a pair of {len(encodings[i].ids)} tokens with the query, over {pkg.name}'s "
-                f"maximum of {limit} ({pkg.max_length_source}); {len(over)} pair(s) are too long. Split the "
-                f"documents into smaller chunks (under {room - query_tokens} tokens beside this query), or pass "
-                "on_overflow='truncate' to score the start of each"
-            )
+        encodings, over = self.encode_within_limit(
+            [(query, d) for d in items],
+            on_overflow,
+            lambda i, n, count: (
+                f"document {i} makes a pair of {n} tokens with the query, over {pkg.name}'s maximum of {limit} "
+                f"({pkg.max_length_source}); {count} pair(s) are too long. Split the documents into smaller chunks "
+                f"(under {room - query_tokens} tokens beside this query), or pass on_overflow='truncate' to score "
+                "the start of each"
+            ),
+        )
         if over:
-            for i, enc in zip(over, self.truncating_tokenizer.encode_batch([pairs[i] for i in over]), strict=True):
-                encodings[i] = enc
             log.warning(
                 "%d of %d document(s) do not fit %s's maximum of %d tokens beside the query and were cut to their "
                 "first tokens (first: document %d); the query was kept whole. Use smaller chunks to rerank all of "
@@ -185,13 +178,9 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 over[0],
             )
         lengths = [len(e.ids) for e in encodings]
-        batches = plan_batches(
-            lengths, batch_size=batch_size, buckets=self.buckets or None, static_rows=self.static_rows or None
-        )
         logits = np.zeros(len(items), dtype=np.float32)
-        padding, shapes, done = 0, [], 0
-        for batch in batches:
-            out = self.run_batch(batch, encodings)
+        shapes = []
+        for batch, out in self.run_batches(encodings, batch_size, progress):
             if out.ndim != 2 or out.shape[1] != 1:
                 raise UnsupportedModelError(
                     f"{pkg.onnx_file.name}'s {pkg.output} has shape {list(out.shape)} for a batch of {batch.rows} "
@@ -199,18 +188,14 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                     path=pkg.onnx_file,
                 )
             logits[list(batch.indices)] = out[: len(batch.indices), 0]
-            padding += batch.rows * batch.length - sum(lengths[i] for i in batch.indices)
             shapes.append((batch.rows, batch.length))
-            done += len(batch.indices)
-            if progress is not None:
-                progress(done)
         scores = 1.0 / (1.0 + np.exp(-logits)) if pkg.activation == "sigmoid" else logits
         return RerankResult(
             scores=scores.astype(np.float32).tolist(),
             logits=logits.tolist(),
             tokens=lengths,
             truncated=over,
-            padding=padding,
+            padding=sum(rows * length for rows, length in shapes) - sum(lengths),
             shapes=shapes,
         )
 

@@ -99,20 +99,18 @@ class RerankPackage(EncoderPackage):
     def open(
         cls, path: str | os.PathLike[str], *, onnx_file: str | None = None, activation: Activation | None = None
     ) -> RerankPackage:
-        """Read a cross-encoder folder.
+        """Read a cross-encoder folder: a sequence-classification model with one label.
 
         Args:
+            activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
             path: the folder.
             onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
-            activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
 
         Raises:
-            ModelNotFoundError: no folder, or no ONNX model in it.
-            MissingTokenizerError: no ``tokenizer.json``.
-            LfsPointerError: the model, the tokenizer or a config is a Git LFS pointer.
             UnsupportedModelError: not a sequence-classification model, more than one label, or
                 a graph without a logits output.
-            ConfigError: no maximum length anywhere.
+            ModelPackageError: what :meth:`EncoderFolder.read` raises (no folder, ONNX model or
+                tokenizer; an LFS pointer; no usable maximum length).
         """
         base = EncoderFolder.read(
             path, onnx_file=onnx_file, what="reranker", task="text-classification", example=_EXAMPLES.split()[0]
