@@ -14,13 +14,13 @@ Whether a stream's caller reads it is the scheduler's (:class:`~ryzenai_core.gen
 from __future__ import annotations
 
 import contextlib
-import enum
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..compat import StrEnum
 from ..errors import GenerationTimeoutError
 
 if TYPE_CHECKING:
@@ -30,16 +30,13 @@ if TYPE_CHECKING:
 __all__ = ["CallControl", "CallSpec", "Cancellation", "Phase", "timeout_error"]
 
 
-class Phase(str, enum.Enum):
+class Phase(StrEnum):
     """Where a call is; str-valued, so messages and ``on_phase`` callbacks see ``"queued"``, ..."""
 
     QUEUED = "queued"
     PREPARING = "preparing"
     PREFILL = "prefill"
     GENERATING = "generating"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _WHERE = {

@@ -19,11 +19,11 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..compat import StrEnum
 from ..errors import ConfigError, LfsPointerError, ModelNotFoundError, ModelPackageError
 from .budget import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, ContextBudget
 from .hub import cache_repository, package_name
@@ -60,7 +60,7 @@ IMAGE_TOKENS = {"gemma3": 256}
 NARROW_PATHS = sys.platform == "win32"
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     """How a package runs on Ryzen AI hardware."""
 
     FULL_FUSION = "full-fusion"
@@ -73,9 +73,6 @@ class Mode(str, Enum):
     """Ryzen AI options with decode on the GPU (token backend ``gpu`` or not set)."""
     PLAIN = "plain"
     """No Ryzen AI options: a plain ONNX model (CPU, CUDA, DirectML)."""
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
