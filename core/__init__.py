@@ -17,25 +17,8 @@ from __future__ import annotations
 
 import typing
 
-from .errors import (
-    ChatTemplateError,
-    ConfigError,
-    ContextWindowExceededError,
-    GenerationError,
-    GenerationTimeoutError,
-    GuidanceUnsupportedError,
-    InvalidRequestError,
-    LfsPointerError,
-    MissingTokenizerError,
-    ModelNotFoundError,
-    ModelPackageError,
-    RuntimeNotAvailableError,
-    RyzenAIError,
-    StreamAbandonedError,
-    UnsafePathError,
-    UnsupportedModelError,
-    WorkerDiedError,
-)
+from . import errors
+from .errors import *  # noqa: F403 - the error hierarchy (errors.__all__), public here
 from .lazy import lazy_names
 
 if typing.TYPE_CHECKING:
@@ -104,43 +87,28 @@ __all__ = [
     "BudgetPlan",
     "ChatMessage",
     "ChatTemplate",
-    "ChatTemplateError",
     "Chunk",
     "Completion",
-    "ConfigError",
     "ContextBudget",
-    "ContextWindowExceededError",
     "EmbeddingEngine",
     "EmbeddingPackage",
     "EmbeddingResult",
     "Engine",
-    "GenerationError",
     "GenerationOptions",
-    "GenerationTimeoutError",
     "Guidance",
-    "GuidanceUnsupportedError",
-    "InvalidRequestError",
-    "LfsPointerError",
-    "MissingTokenizerError",
     "Mode",
-    "ModelNotFoundError",
     "ModelPackage",
-    "ModelPackageError",
     "RawPrompt",
     "Request",
     "RerankEngine",
     "RerankPackage",
     "RerankResult",
     "ResponseFormat",
-    "RuntimeNotAvailableError",
-    "RyzenAIError",
-    "StreamAbandonedError",
     "Timings",
     "ToolCall",
-    "UnsafePathError",
-    "UnsupportedModelError",
     "Usage",
-    "WorkerDiedError",
     "__version__",
     "freeze_support",
 ]
+__all__ += errors.__all__  # the error hierarchy's names: one list, in errors.py
+__all__.sort()
