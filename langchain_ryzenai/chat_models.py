@@ -57,7 +57,7 @@ from ._options import (
 )
 from ._parsers import StrictJsonOutputParser
 from ._profile import model_profile
-from ._serialization import PublicSerialization
+from ._shared import PublicSerialization
 
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile

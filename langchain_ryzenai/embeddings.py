@@ -13,13 +13,12 @@ from pydantic import ConfigDict, Field
 from ryzenai_core.embeddings.embedding import EmbeddingResult
 from ryzenai_core.embeddings.settings import EmbeddingSettings
 
-from ._options import refuse_unknown
-from ._serialization import PublicSerialization
+from ._shared import CheckedEncoder
 
 __all__ = ["RyzenAIEmbeddings"]
 
 
-class RyzenAIEmbeddings(PublicSerialization, EmbeddingSettings, Embeddings, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIEmbeddings(CheckedEncoder, EmbeddingSettings, Embeddings, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Embeddings from an ONNX embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a folder as Hugging Face ships sentence-transformers models
@@ -48,14 +47,8 @@ class RyzenAIEmbeddings(PublicSerialization, EmbeddingSettings, Embeddings, Seri
     show_progress: bool = False
     """Show a progress bar over the texts of embed_documents."""
 
-    def __init__(self, **data: Any) -> None:
-        """Build from the settings' fields (``model``, ``provider``, ``shapes``, ...) and the ones below.
-
-        Raises:
-            InvalidRequestError: an unknown parameter (with the closest known name).
-            pydantic.ValidationError: a value out of range.
-        """
-        refuse_unknown(type(self), data, Serializable)
+    def __init__(self, **data: Any) -> None:  # declared here, so that type checkers read the settings as its own
+        """Build from the fields above and the encoder settings'; an unknown one is refused (InvalidRequestError)."""
         super().__init__(**data)
 
     def embed(self, texts: list[str], *, kind: Literal["query", "document"] = "document") -> EmbeddingResult:

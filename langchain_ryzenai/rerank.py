@@ -25,13 +25,12 @@ from pydantic import ConfigDict
 
 from ryzenai_core.rerank.engine import RerankResult, RerankSettings
 
-from ._options import refuse_unknown
-from ._serialization import PublicSerialization
+from ._shared import CheckedEncoder
 
 __all__ = ["RyzenAIRerank"]
 
 
-class RyzenAIRerank(PublicSerialization, RerankSettings, BaseDocumentCompressor, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIRerank(CheckedEncoder, RerankSettings, BaseDocumentCompressor, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
     """Rerank retrieved documents with a cross-encoder on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a cross-encoder folder as Hugging Face ships them (``config.json`` with a
@@ -57,15 +56,9 @@ class RyzenAIRerank(PublicSerialization, RerankSettings, BaseDocumentCompressor,
 
     model_config = ConfigDict(extra="forbid", protected_namespaces=(), arbitrary_types_allowed=True)
 
-    def __init__(self, **kwargs: Any) -> None:
-        """Build the reranker; see the class docstring for the parameters.
-
-        Raises:
-            InvalidRequestError: an unknown parameter (with the closest known name).
-            pydantic.ValidationError: a value out of range.
-        """
-        refuse_unknown(type(self), kwargs, BaseDocumentCompressor)
-        super().__init__(**kwargs)
+    def __init__(self, **data: Any) -> None:  # declared here, so that type checkers read the settings as its own
+        """Build from the class docstring's parameters; an unknown one is refused (InvalidRequestError)."""
+        super().__init__(**data)
 
     def score(self, documents: Sequence[str | Document], query: str) -> RerankResult:
         """Every document's score against ``query``, in the order given, and what the run cost."""
