@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +93,7 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
     if pkg.missing_files:
         rows.append(("missing files", f"{', '.join(pkg.missing_files)} (a partial download: download it again)"))
     rows.extend(("path warning", warning) for warning in pkg.path_warnings)
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+    _print_table(rows)
     if plan is not None:
         print()
         print(f"a prompt of {plan.prompt_tokens} tokens:")
@@ -116,17 +114,27 @@ def _verdict(pkg: ModelPackage) -> str:
     return f"no: {problem}" if problem is not None else f"yes (files complete; {runtime_info().describe()})"
 
 
-def _encoder_info(facts: dict[str, Any], as_json: bool, rows: Callable[[str, str], list[tuple[str, str]]]) -> int:
-    """Print an encoder engine's facts: as JSON, or as the rows ``rows(shape, run)`` gives."""
+def _print_table(rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+
+
+def _encoder_info(facts: dict[str, Any], as_json: bool, title: str, rows: list[tuple[str, str]]) -> int:
+    """Print an encoder engine's facts: as JSON, or as a table (its name, ``rows``, its shapes and provider)."""
     if as_json:
         print(json.dumps(facts, indent=2))
         return 0
     shape = f"static {facts['static_shape']}" if facts["static_shape"] else "dynamic (batch, sequence)"
     run = f"{facts['run_shapes']}" + (f", buckets {_fmt_buckets(facts['buckets'])}" if facts["buckets"] else "")
-    table = rows(shape, run)
-    width = max(len(k) for k, _ in table)
-    for k, v in table:
-        print(f"{k:<{width}}  {v}")
+    _print_table(
+        [
+            (title, f"{facts['name']}  ({facts['path']})"),
+            *rows,
+            ("graph shapes", shape),
+            ("provider", f"{facts['provider']}; runs {run}; {_fmt_execution(facts['execution'])}"),
+        ]
+    )
     return 0
 
 
@@ -134,19 +142,18 @@ def _embedding_info(path: Path, as_json: bool) -> int:
     from ryzenai_core.embeddings.embedding import EmbeddingEngine
 
     facts = EmbeddingEngine(path).describe()
+    instruction = facts["query_instruction"]
     return _encoder_info(
         facts,
         as_json,
-        lambda shape, run: [
-            ("embedding model", f"{facts['name']}  ({facts['path']})"),
+        "embedding model",
+        [
             ("onnx file", f"{facts['onnx_file']} ({facts['model_type'] or 'unknown type'}), output {facts['output']}"),
             ("dims", str(facts["dims"])),
             ("pooling", f"{facts['pooling']} ({facts['pooling_source']})"),
             ("normalise", "yes (L2)" if facts["normalize"] else "no"),
             ("max length", f"{facts['max_length']} tokens ({facts['max_length_source']}); longer texts are truncated"),
-            ("graph shapes", shape),
-            ("provider", f"{facts['provider']}; runs {run}; {_fmt_execution(facts['execution'])}"),
-            ("query instruction", repr(facts["query_instruction"]) if facts["query_instruction"] else "none"),
+            ("query instruction", repr(instruction) if instruction else "none"),
         ],
     )
 
@@ -155,21 +162,17 @@ def _rerank_info(path: Path, as_json: bool) -> int:
     from ryzenai_core.rerank.engine import RerankEngine
 
     facts = RerankEngine(path).describe()
+    kind = f"{facts['architecture'] or 'unknown'} ({facts['model_type'] or 'unknown type'}), one label"
     return _encoder_info(
         facts,
         as_json,
-        lambda shape, run: [
-            ("reranker", f"{facts['name']}  ({facts['path']})"),
-            (
-                "architecture",
-                f"{facts['architecture'] or 'unknown'} ({facts['model_type'] or 'unknown type'}), one label",
-            ),
+        "reranker",
+        [
+            ("architecture", kind),
             ("onnx file", f"{facts['onnx_file']}: inputs {', '.join(facts['inputs'])}; output {facts['output']}"),
             ("pairs", f"{facts['pair_template']}; only the passage is truncated"),
             ("max length", f"{facts['max_length']} tokens a pair ({facts['max_length_source']})"),
             ("scores", f"{facts['activation']} of the logit ({facts['activation_source']})"),
-            ("graph shapes", shape),
-            ("provider", f"{facts['provider']}; runs {run}; {_fmt_execution(facts['execution'])}"),
         ],
     )
 
