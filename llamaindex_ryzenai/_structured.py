@@ -18,6 +18,9 @@ __all__ = ["StructuredOutput"]
 
 dispatcher = get_dispatcher("llamaindex_ryzenai.llms")
 
+#: What LlamaIndex's structured calls pass down to the LLM's chat call (``llm_kwargs``).
+LLMKwargs = dict[str, Any] | None
+
 
 class StructuredOutput(FunctionCallingLLM):
     """``structured_predict`` and its stream/async forms, generated under a JSON-schema grammar.
@@ -40,7 +43,7 @@ class StructuredOutput(FunctionCallingLLM):
             messages.append(ChatMessage(role=MessageRole.USER, content=hint))
         return messages
 
-    def _structured_kwargs(self, output_cls: type[Model], llm_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    def _structured_kwargs(self, output_cls: type[Model], llm_kwargs: LLMKwargs) -> dict[str, Any]:
         kwargs = dict(llm_kwargs or {})
         for key in ("tool_choice", "tools", "tool_required"):
             kwargs.pop(key, None)
@@ -66,11 +69,7 @@ class StructuredOutput(FunctionCallingLLM):
 
     @dispatcher.span
     def structured_predict(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
     ) -> Model:
         """A pydantic object, generated under a JSON-schema grammar bounded by the token budget.
 
@@ -84,11 +83,7 @@ class StructuredOutput(FunctionCallingLLM):
 
     @dispatcher.span
     async def astructured_predict(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
     ) -> Model:
         """Async twin of :meth:`structured_predict`."""
         if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
@@ -98,11 +93,7 @@ class StructuredOutput(FunctionCallingLLM):
         return self._structured_result(output_cls, await self.achat(messages, **kwargs))
 
     def _structured_stream_call(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
     ) -> Any:
         """Partial objects while the JSON streams in, then the validated object."""
         if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
@@ -119,11 +110,7 @@ class StructuredOutput(FunctionCallingLLM):
         return gen()
 
     async def _structured_astream_call(
-        self,
-        output_cls: type[Model],
-        prompt: PromptTemplate,
-        llm_kwargs: dict[str, Any] | None = None,
-        **prompt_args: Any,
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
     ) -> Any:
         """Async twin of :meth:`_structured_stream_call`."""
         if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
