@@ -10,10 +10,8 @@ Per token (microseconds):
   reasoning markers, the Chunk);
 - the worker frames: a delta frame out (the wire tuple, pickle, length header) and in (read,
   unpickle, Chunk), and, from real streams through the worker, the CPU time per token of the
-  caller's reader thread and of the thread that reads the stream: once as a sync stream that is
-  the only call in flight goes (it reads the pipe itself; the reader thread sleeps), once with
-  every frame handed over by the reader thread (pipe wakeup, frame, hand-over; how async streams
-  and concurrent calls go, and every call on Windows);
+  caller's reader thread (pipe wakeup, frame, hand-over to its call) and of the thread that
+  reads the stream;
 - the adapters: building the LangChain / LlamaIndex chunk, and the CPU time per token of
   ``ChatRyzenAI.stream`` / ``RyzenAILLM.stream_chat`` over the core stream they wrap
   (callbacks and the frameworks' own per-chunk work included).
@@ -177,20 +175,15 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
     """
     worker = Engine.get(path, num_threads=THREADS, execution="process")
     worker.load()
-    relay = Engine(worker.key, "process")  # a second worker, every frame handed over by the reader thread
-    before = set(threading.enumerate())
-    relay.load()
-    relay_reader = next(t for t in set(threading.enumerate()) - before if t.name == "ryzenai-worker-reader")
-    reader = next(t for t in before if t.name == "ryzenai-worker-reader")
+    (reader,) = (t for t in threading.enumerate() if t.name == "ryzenai-worker-reader")  # its one worker's
     inline = Engine.get(path, num_threads=THREADS, execution="inline")
     inline.load()
     opts = validated_options(max_new_tokens=new, temperature=0, kv_reuse=False)
     streams: dict[str, Callable[[], Iterator[object]]] = {
         "Engine.stream (worker)": lambda: worker.stream(MESSAGES, opts),
-        "Engine.stream (worker, reader-thread relay)": lambda: relay.stream(MESSAGES, opts),
         "Engine.stream (inline)": lambda: inline.stream(MESSAGES, opts),
     }
-    readers = {"Engine.stream (worker)": reader, "Engine.stream (worker, reader-thread relay)": relay_reader}
+    readers = {"Engine.stream (worker)": reader}
     names = {"langchain_stream": "ChatRyzenAI.stream", "llamaindex_stream": "RyzenAILLM.stream_chat"}
     for k, pieces in adapter_streams(path, new).items():
         streams[names[k]] = pieces
@@ -208,7 +201,6 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
             consumer[k].append((time.thread_time() - c0) / new * 1e6)
             if k in readers:
                 reading[k].append((_thread_cpu(readers[k]) - r0[k]) / new * 1e6)
-    relay.close()
     per_token = {f"caller's reader thread, {k}": statistics.median(v) for k, v in reading.items()}
     per_token.update({f"thread reading {k}": statistics.median(v) for k, v in consumer.items()})
     core = first["Engine.stream (worker)"]

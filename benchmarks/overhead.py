@@ -10,7 +10,6 @@ from round to round), on the ~30M-parameter int4 model and on the tiny test fixt
   prompt, ``append_tokens``, then ``generate_next_token`` / ``get_next_tokens`` and
   ``TokenizerStream.decode`` per token);
 - ``core_inline`` / ``core_worker``: ``Engine.stream`` in this process / through the worker process;
-  ``core_worker_relay``: through a second worker whose reader thread hands every frame over;
 - ``langchain_stream``: ``ChatRyzenAI.stream``; ``llamaindex_stream``: ``RyzenAILLM.stream_chat``
   (both with their default, the worker process; with ``--inline-adapters`` also
   ``langchain_stream_inline`` and ``llamaindex_stream_inline``, ``execution="inline"``);
@@ -470,10 +469,8 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     opts = SESSION_OPTIONS or None
     inline = Engine.get(path, num_threads=THREADS, execution="inline", session_options=opts)
     worker = Engine.get(path, num_threads=THREADS, execution="process", session_options=opts)
-    relay = Engine(worker.key, "process")  # a second worker, every frame handed over by the reader thread
     inline.load()
     worker.load()
-    relay.load()
     messages = [ChatMessage("system", SYSTEM), ChatMessage("user", USER)]
     prompt = inline.render(messages)
     prompt_tokens = len(inline.encode(prompt))
@@ -481,7 +478,6 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
         "raw_oga_loop": raw_method(path, prompt, new),
         "core_inline": core_method(inline, new),
         "core_worker": core_method(worker, new),
-        "core_worker_relay": core_method(relay, new),
     }
     for k, pieces in adapter_streams(path, new).items():
         live[k] = functools.partial(_timed, pieces)
@@ -503,7 +499,7 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
     runs: dict[str, list[Run]] = {k: [] for k in live}
     cpu: dict[str, list[float]] = {k: [] for k in live}
     names = list(live)
-    pids = (worker.worker_pid(), relay.worker_pid(), pipe.pid if pipe is not None else None)
+    pids = (worker.worker_pid(), pipe.pid if pipe is not None else None)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for k in order:
@@ -511,7 +507,6 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
             c0 = time.process_time() + sum(map(process_cpu, pids))
             runs[k].append(live[k]())
             cpu[k].append(time.process_time() + sum(map(process_cpu, pids)) - c0)
-    relay.close()
     if pipe is not None:
         pipe.close()
     for k, rs in runs.items():
@@ -570,7 +565,7 @@ def markdown_rows(results: dict[str, Any]) -> list[str]:
     for name, res in results["models"].items():
         cells = []
         inline = ("langchain_stream_inline", "llamaindex_stream_inline") if results.get("inline_adapters") else ()
-        methods = ("core_inline", "core_worker", "core_worker_relay", "langchain_stream", "llamaindex_stream")
+        methods = ("core_inline", "core_worker", "langchain_stream", "llamaindex_stream")
         for k in (*methods, *inline, *FLOORS):
             if k not in res["speed_vs_raw"]:
                 cells.append("-")
@@ -607,7 +602,7 @@ def main() -> None:
     parser.add_argument("--inline-adapters", action="store_true",
                         help='also time both adapters with execution="inline" (no worker process)')
     parser.add_argument("--methods", nargs="*", default=[],
-                        help="time only these methods beside the raw loop (e.g. core_worker core_worker_relay): "
+                        help="time only these methods beside the raw loop (e.g. core_worker floor_pipe): "
                         "fewer methods a round, so the methods of a round run closer together in time")
     args = parser.parse_args()
     METHODS = args.methods
