@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import typing
 
-from . import errors
-from .errors import *  # noqa: F403 - the error hierarchy (errors.__all__), public here
+from .errors import *  # noqa: F403 - the error hierarchy (errors.__all__), public here and listed below
 from .lazy import lazy_names
 
 if typing.TYPE_CHECKING:
@@ -87,28 +86,43 @@ __all__ = [
     "BudgetPlan",
     "ChatMessage",
     "ChatTemplate",
+    "ChatTemplateError",
     "Chunk",
     "Completion",
+    "ConfigError",
     "ContextBudget",
+    "ContextWindowExceededError",
     "EmbeddingEngine",
     "EmbeddingPackage",
     "EmbeddingResult",
     "Engine",
+    "GenerationError",
     "GenerationOptions",
+    "GenerationTimeoutError",
     "Guidance",
+    "GuidanceUnsupportedError",
+    "InvalidRequestError",
+    "LfsPointerError",
+    "MissingTokenizerError",
     "Mode",
+    "ModelNotFoundError",
     "ModelPackage",
+    "ModelPackageError",
     "RawPrompt",
     "Request",
     "RerankEngine",
     "RerankPackage",
     "RerankResult",
     "ResponseFormat",
+    "RuntimeNotAvailableError",
+    "RyzenAIError",
+    "StreamAbandonedError",
     "Timings",
     "ToolCall",
+    "UnsafePathError",
+    "UnsupportedModelError",
     "Usage",
+    "WorkerDiedError",
     "__version__",
     "freeze_support",
 ]
-__all__ += errors.__all__  # the error hierarchy's names: one list, in errors.py
-__all__.sort()

@@ -22,6 +22,7 @@ def test_all_is_sorted_and_complete():
         assert hasattr(ryzenai_core, name), name
     public = {n for n in dir(ryzenai_core) if not n.startswith("_") and n[0].isupper()}
     assert public <= set(ryzenai_core.__all__)
+    assert set(ryzenai_core.errors.__all__) <= set(ryzenai_core.__all__)  # every error, in the literal list
 
 
 def test_version_comes_from_metadata():
