@@ -78,11 +78,12 @@ class EmbeddingPackage(EncoderPackage):
         """Read an embedding folder, as sentence-transformers save them or as AMD's NPU examples export them.
 
         Args:
-            pooling: override the folder's pooling (``"cls"`` or ``"mean"``).
             path: the folder.
             onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
+            pooling: override the folder's pooling (``"cls"`` or ``"mean"``).
 
         Raises:
+            InvalidRequestError: a ``pooling`` other than ``"cls"`` or ``"mean"``.
             UnsupportedModelError: no per-token output for the pooling.
             ConfigError: a pooling mode in the configs that cannot be used.
             ModelPackageError: what :meth:`EncoderFolder.read` raises (no folder, ONNX model or

@@ -102,9 +102,9 @@ class RerankPackage(EncoderPackage):
         """Read a cross-encoder folder: a sequence-classification model with one label.
 
         Args:
-            activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
             path: the folder.
             onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
+            activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
 
         Raises:
             UnsupportedModelError: not a sequence-classification model, more than one label, or
