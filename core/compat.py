@@ -16,3 +16,7 @@ else:
 
         def __str__(self) -> str:
             return str(self.value)
+
+        @staticmethod
+        def _generate_next_value_(name: str, start: int, count: int, last_values: list[str]) -> str:
+            return name.lower()  # auto(), as enum.StrEnum's
