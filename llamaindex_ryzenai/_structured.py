@@ -19,7 +19,7 @@ __all__ = ["StructuredOutput"]
 dispatcher = get_dispatcher("llamaindex_ryzenai.llms")
 
 #: What LlamaIndex's structured calls pass down to the LLM's chat call (``llm_kwargs``).
-LLMKwargs = dict[str, Any] | None
+_LLMKwargs = dict[str, Any] | None
 
 
 class StructuredOutput(FunctionCallingLLM):
@@ -43,7 +43,7 @@ class StructuredOutput(FunctionCallingLLM):
             messages.append(ChatMessage(role=MessageRole.USER, content=hint))
         return messages
 
-    def _structured_kwargs(self, output_cls: type[Model], llm_kwargs: LLMKwargs) -> dict[str, Any]:
+    def _structured_kwargs(self, output_cls: type[Model], llm_kwargs: _LLMKwargs) -> dict[str, Any]:
         kwargs = dict(llm_kwargs or {})
         for key in ("tool_choice", "tools", "tool_required"):
             kwargs.pop(key, None)
@@ -69,7 +69,7 @@ class StructuredOutput(FunctionCallingLLM):
 
     @dispatcher.span
     def structured_predict(
-        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: _LLMKwargs = None, **prompt_args: Any
     ) -> Model:
         """A pydantic object, generated under a JSON-schema grammar bounded by the token budget.
 
@@ -83,7 +83,7 @@ class StructuredOutput(FunctionCallingLLM):
 
     @dispatcher.span
     async def astructured_predict(
-        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: _LLMKwargs = None, **prompt_args: Any
     ) -> Model:
         """Async twin of :meth:`structured_predict`."""
         if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
@@ -93,7 +93,7 @@ class StructuredOutput(FunctionCallingLLM):
         return self._structured_result(output_cls, await self.achat(messages, **kwargs))
 
     def _structured_stream_call(
-        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: _LLMKwargs = None, **prompt_args: Any
     ) -> Any:
         """Partial objects while the JSON streams in, then the validated object."""
         if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
@@ -110,7 +110,7 @@ class StructuredOutput(FunctionCallingLLM):
         return gen()
 
     async def _structured_astream_call(
-        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: LLMKwargs = None, **prompt_args: Any
+        self, output_cls: type[Model], prompt: PromptTemplate, llm_kwargs: _LLMKwargs = None, **prompt_args: Any
     ) -> Any:
         """Async twin of :meth:`_structured_stream_call`."""
         if self.pydantic_program_mode != PydanticProgramMode.DEFAULT:
