@@ -175,7 +175,7 @@ def thread_cpu(path: Path, new: int, rounds: int) -> tuple[dict[str, float], dic
     """
     worker = Engine.get(path, num_threads=THREADS, execution="process")
     worker.load()
-    (reader,) = (t for t in threading.enumerate() if t.name == "ryzenai-worker-reader")  # its one worker's
+    (reader,) = (t for t in threading.enumerate() if t.name == f"ryzenai-reader-{worker.worker_pid()}")
     inline = Engine.get(path, num_threads=THREADS, execution="inline")
     inline.load()
     opts = validated_options(max_new_tokens=new, temperature=0, kv_reuse=False)

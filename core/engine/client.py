@@ -137,7 +137,8 @@ class WorkerClient(Backend):
                     raise ready.error  # the session could not start (a package that broke since): its own error
                 raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
             self._proc = proc
-            threading.Thread(target=self._read, args=(proc,), daemon=True, name="ryzenai-worker-reader").start()
+            reader = threading.Thread(target=self._read, args=(proc,), daemon=True, name=f"ryzenai-reader-{proc.pid}")
+            reader.start()
             return proc
 
     def ensure_loaded(self) -> None:
