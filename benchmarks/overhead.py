@@ -557,6 +557,16 @@ def _median_interval(values: list[float], resamples: int = 2000) -> list[float]:
     return [round(medians[int(0.05 * resamples)], 3), round(medians[int(0.95 * resamples) - 1], 3)]
 
 
+def markdown_header(results: dict[str, Any]) -> list[str]:
+    """The header of the table :func:`markdown_rows` fills (one column a method, as the rows have them)."""
+    cols = ["run, conditions (`benchmarks/results/overhead-run*.json`)", "model, raw loop ms/token", "core in-process",
+            "core via the worker", "`ChatRyzenAI.stream`", "`RyzenAILLM.stream_chat`"]
+    if results.get("inline_adapters"):
+        cols += ["`ChatRyzenAI.stream`, inline", "`RyzenAILLM.stream_chat`, inline"]
+    cols += ["floor: pipe", "floor: LangChain", "floor: LlamaIndex"]
+    return ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+
+
 def markdown_rows(results: dict[str, Any]) -> list[str]:
     """One README table row per model: speed (lowest-highest), CPU time and TTFT overhead of each method
     (with ``--inline-adapters``, two more cells: the adapters with ``execution="inline"``), then the
@@ -645,7 +655,7 @@ def main() -> None:
             Engine.close_all()
     results["load_average_after"] = load_average()
     print("\nREADME rows:")
-    for row in markdown_rows(results):
+    for row in markdown_header(results) + markdown_rows(results):
         print(row)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
