@@ -75,10 +75,10 @@ class EmbeddingPackage(EncoderPackage):
     def open(
         cls, path: str | os.PathLike[str], *, onnx_file: str | None = None, pooling: Pooling | None = None
     ) -> EmbeddingPackage:
-        """Read an embedding folder, as sentence-transformers save them or as AMD's NPU examples export them.
+        """Read an embedding model's folder.
 
         Args:
-            path: the folder.
+            path: the folder, as sentence-transformers save one or as AMD's NPU examples export one.
             onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
             pooling: override the folder's pooling (``"cls"`` or ``"mean"``).
 

@@ -102,7 +102,7 @@ class RerankPackage(EncoderPackage):
         """Read a cross-encoder folder: a sequence-classification model with one label.
 
         Args:
-            path: the folder.
+            path: the cross-encoder's folder.
             onnx_file: the ONNX file inside it, when the folder ships several (``onnx/model_O4.onnx``).
             activation: override how logits become scores (``"sigmoid"`` or ``"identity"``).
 
