@@ -2,13 +2,14 @@
 
 :func:`plan_batches` groups texts of similar length (dynamic shapes) or puts each in the
 smallest sequence-length bucket that holds it, with the same bucket accounting as LLM prefill
-(:class:`~ryzenai_core.package.budget.ContextBudget`); :func:`l2_normalize` scales pooled
+(:class:`~ryzenai_core.package.budget.ContextBudget`); :class:`BatchRun` runs a plan and says
+what it cost; :func:`l2_normalize` scales pooled
 vectors to unit length. numpy is imported only when a function runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from ..package.budget import ContextBudget
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Batch", "l2_normalize", "plan_batches"]
+__all__ = ["Batch", "BatchRun", "l2_normalize", "plan_batches"]
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
@@ -75,3 +76,35 @@ def plan_batches(
         for start in range(0, len(members), rows):
             batches.append(Batch(tuple(members[start : start + rows]), rows, bucket))
     return batches
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """A call's planned batches, run in turn by iterating (each batch with its output).
+
+    ``lengths`` are the inputs' token counts; ``progress`` is called with the number of inputs
+    done after each batch. The shapes and the padding are the plan's (each input is in one batch).
+    """
+
+    lengths: list[int]
+    batches: list[Batch]
+    run: Callable[[Batch], np.ndarray]
+    progress: Callable[[int], None] | None = None
+
+    def __iter__(self) -> Iterator[tuple[Batch, np.ndarray]]:
+        done = 0
+        for batch in self.batches:
+            yield batch, self.run(batch)
+            done += len(batch.indices)
+            if self.progress is not None:
+                self.progress(done)
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """``(rows, sequence)`` of each run, in order."""
+        return [(b.rows, b.length) for b in self.batches]
+
+    @property
+    def padding(self) -> int:
+        """Padding tokens over every run (filler rows included)."""
+        return sum(b.rows * b.length for b in self.batches) - sum(self.lengths)

@@ -137,23 +137,21 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
                 limit,
                 over[0],
             )
-        lengths = [len(e.ids) for e in encodings]
         out: list[np.ndarray | None] = [None] * len(items)
-        shapes = []
-        for batch, pooled in self.run_batches(encodings, batch_size, progress):
+        run = self.run_batches(encodings, batch_size, progress)
+        for batch, pooled in run:
             for row, i in enumerate(batch.indices):
                 out[i] = pooled[row]
-            shapes.append((batch.rows, batch.length))
         vectors = np.stack([v for v in out if v is not None])
         if normalize if normalize is not None else self.package.normalize:
             vectors = l2_normalize(vectors)
         as_lists: list[list[float]] = vectors.astype(np.float32).tolist()
         return EmbeddingResult(
             vectors=as_lists,
-            tokens=lengths,
+            tokens=run.lengths,
             truncated=over,
-            padding=sum(rows * length for rows, length in shapes) - sum(lengths),
-            shapes=shapes,
+            padding=run.padding,
+            shapes=run.shapes,
         )
 
     @staticmethod

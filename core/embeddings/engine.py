@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from ..errors import InvalidRequestError, RuntimeNotAvailableError
 from ..options import execution_setting
-from .batches import Batch, plan_batches
+from .batches import Batch, BatchRun, plan_batches
 from .folder import import_onnx, import_tokenizers
 from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
 
@@ -443,19 +443,12 @@ class EncoderEngine(Generic[P]):
 
     def run_batches(
         self, encodings: Sequence[Any], batch_size: int, progress: Callable[[int], None] | None
-    ) -> Iterator[tuple[Batch, np.ndarray]]:
-        """Each planned batch of ``encodings`` (:func:`.plan_batches`) with its output, in turn.
-
-        ``progress`` is called with the number of inputs done after each batch.
-        """
+    ) -> BatchRun:
+        """The planned batches of ``encodings`` (:func:`.plan_batches`), to run by iterating."""
         lengths = [len(e.ids) for e in encodings]
-        done = 0
         buckets, rows = self.buckets or None, self.static_rows or None
-        for batch in plan_batches(lengths, batch_size=batch_size, buckets=buckets, static_rows=rows):
-            yield batch, self.run_batch(batch, encodings)
-            done += len(batch.indices)
-            if progress is not None:
-                progress(done)
+        batches = plan_batches(lengths, batch_size=batch_size, buckets=buckets, static_rows=rows)
+        return BatchRun(lengths, batches, lambda batch: self.run_batch(batch, encodings), progress)
 
     def run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
         """Run one planned batch of tokenizer encodings, padded to its shape; the session's output."""

@@ -177,10 +177,9 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 limit,
                 over[0],
             )
-        lengths = [len(e.ids) for e in encodings]
         logits = np.zeros(len(items), dtype=np.float32)
-        shapes = []
-        for batch, out in self.run_batches(encodings, batch_size, progress):
+        run = self.run_batches(encodings, batch_size, progress)
+        for batch, out in run:
             if out.ndim != 2 or out.shape[1] != 1:
                 raise UnsupportedModelError(
                     f"{pkg.onnx_file.name}'s {pkg.output} has shape {list(out.shape)} for a batch of {batch.rows} "
@@ -188,15 +187,14 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                     path=pkg.onnx_file,
                 )
             logits[list(batch.indices)] = out[: len(batch.indices), 0]
-            shapes.append((batch.rows, batch.length))
         scores = 1.0 / (1.0 + np.exp(-logits)) if pkg.activation == "sigmoid" else logits
         return RerankResult(
             scores=scores.astype(np.float32).tolist(),
             logits=logits.tolist(),
-            tokens=lengths,
+            tokens=run.lengths,
             truncated=over,
-            padding=sum(rows * length for rows, length in shapes) - sum(lengths),
-            shapes=shapes,
+            padding=run.padding,
+            shapes=run.shapes,
         )
 
     @staticmethod
