@@ -43,6 +43,7 @@ def llm_execution(execution: Execution | None) -> str:
     """Where an LLM runs: its own ``execution`` setting, else :data:`ENV_EXECUTION`, else ``"process"``."""
     return execution or os.environ.get(ENV_EXECUTION, "process")
 
+
 #: Execution providers a call may choose instead of the package's own.
 PROVIDERS = ("cpu", "cuda", "dml")
 

@@ -73,7 +73,6 @@ def _model_name(value: Any) -> Any:
     return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-
 #: The encoders' former name for :data:`Execution` and its values (``"thread"`` is ``"inline"``).
 _ISOLATION: dict[str, Execution] = {"process": "process", "thread": "inline"}
 
