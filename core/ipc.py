@@ -284,12 +284,10 @@ class Served(Protocol):
         """One message from the caller (on the thread that reads them: hand long work to another)."""
 
 
-def serve(open_served: Callable[[Any, Send], Served], ahead: Callable[[], object] | None = None) -> NoReturn:
+def serve(open_served: Callable[[Any, Send], Served]) -> NoReturn:
     """A worker's main: serve what :class:`Init` names until the input ends, then exit at once.
 
-    ``open_served(spec, send)`` opens it (an error there goes back as :class:`Failed`). ``ahead()``
-    runs before :class:`Init` is read: what opening anything will need (a worker started ahead of
-    its first call does it while it waits; it must not fail: the opening says what went wrong). Ctrl-C in
+    ``open_served(spec, send)`` opens it (an error there goes back as :class:`Failed`). Ctrl-C in
     the terminal reaches the whole process group: the caller handles it (and cancels its calls),
     so the worker ignores it and a frame is never torn. A first frame that is not :class:`Init`
     ends the worker. At the end of the input the worker exits without cancelling anything: a
@@ -303,8 +301,6 @@ def serve(open_served: Callable[[Any, Send], Served], ahead: Callable[[], object
     def send(message: Message) -> None:
         write_frame(out, message, lock)
 
-    if ahead is not None:
-        ahead()
     init = read_frame(inp)
     if isinstance(init, Init):
         try:

@@ -42,7 +42,6 @@ from typing_extensions import Self
 from ryzenai_core import InvalidRequestError, Request
 from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
 from ryzenai_core.options import ModelName, validated_options
-from ryzenai_core.package.capabilities import read_capabilities
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
 from ._options import (
@@ -56,7 +55,7 @@ from ._options import (
     normalised,
 )
 from ._parsers import StrictJsonOutputParser
-from ._profile import model_profile
+from ._profile import PackageProfile
 from ._shared import PublicSerialization
 
 if TYPE_CHECKING:
@@ -80,9 +79,8 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ign
 
     Runs the package's own chat template and tokenizer, knows its context budget (prompt
     limit, prefill buckets, window), and streams from a worker process so the caller's
-    event loop stays responsive. The model loads on the first call (the worker process starts
-    when this class is first imported, or when the model object is built, so that call finds
-    it started).
+    event loop stays responsive. Building the model object reads and starts nothing: the
+    worker process starts and the model loads on the first call.
 
     Setup:
         On a Ryzen AI PC, in the environment of the Ryzen AI installer::
@@ -241,20 +239,31 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ign
 
     # ------------------------------------------------------------------ LangChain identity
     def _resolve_model_profile(self) -> ModelProfile | None:
-        """The package's limits and features as LangChain's ``profile`` (read from its files, no model load).
+        """The package's limits and features as LangChain's ``profile``, read from its files when first used.
 
         ``max_input_tokens`` is the prompt limit of the Ryzen AI release the package is planned
-        for (``release``, else the folder name, else the installed runtime). None when the
-        package cannot be read yet (a repository not downloaded, a config that is an LFS
-        pointer): construction never fails over it, the first call says what is wrong.
+        for (``release``, else the folder name, else the installed runtime). Building the model
+        reads nothing (see :class:`~langchain_ryzenai._profile.PackageProfile`); a package that
+        cannot be read yet (a repository not downloaded, a config that is an LFS pointer) has an
+        empty profile: construction never fails over it, the first call says what is wrong.
         """
-        caps = read_capabilities(self.model, release=self.release, chat_template=self.chat_template)
-        return None if caps is None else model_profile(caps)
+        return PackageProfile(self.model, self.release, self.chat_template)  # type: ignore[return-value]  # a ModelProfile dict
 
     @model_validator(mode="after")
     def _profile_on_older_cores(self) -> Self:
         if _PROFILE_WITHOUT_HOOK and self.profile is None:
             self.profile = self._resolve_model_profile()
+        return self
+
+    @model_validator(mode="after")
+    def _check_profile_keys(self) -> Self:
+        """LangChain's check of a profile's keys, for one the caller gave (the package's has only LangChain's keys).
+
+        Replaces LangChain's validator of that name, which would read the package's profile at construction.
+        """
+        check = getattr(BaseChatModel, "_check_profile_keys", None)
+        if check is not None and not isinstance(self.profile, PackageProfile):
+            check(self)
         return self
 
     @property

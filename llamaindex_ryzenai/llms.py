@@ -125,9 +125,8 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
 
     Construction is cheap: nothing is read or loaded until the first call (or ``metadata``,
     which needs the tokenizer). The model runs in a worker process by default
-    (``execution="process"``), shared with every adapter that names the same folder; the
-    class's first import (or building the model object) starts that process at once, so the
-    first call finds it started.
+    (``execution="process"``), shared with every adapter that names the same folder; that
+    process starts with the first call.
 
     An unknown field is an error (with the closest accepted name); ``max_tokens``, the name
     LlamaIndex's OpenAI-style LLMs use, is accepted for ``max_new_tokens``. Copies

@@ -22,6 +22,7 @@ from ..generation.call import Phase
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk
 from ..ipc import (
+    PIPE_BUFFER,
     Call,
     Cancel,
     Delta,
@@ -42,10 +43,10 @@ from ..ipc import (
     write_frame,
 )
 from ..messages import RawPrompt
+from ..spawn import popen_worker
 from .inflight import Backend, PendingCall
-from .spare import start_worker, take_spare
 
-__all__ = ["START_TIMEOUT", "STUCK_GRACE", "WorkerClient", "read_first_frame"]
+__all__ = ["START_TIMEOUT", "STUCK_GRACE", "WORKER_MODULE", "WorkerClient", "read_first_frame"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 #: Seconds a new worker process may take to start and open the package (not to load the model).
 START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
+#: The module a model worker runs.
+WORKER_MODULE = "ryzenai_core.engine.worker"
 
 
 def read_first_frame(proc: subprocess.Popen[bytes]) -> Message | None:
@@ -120,7 +123,7 @@ class WorkerClient(Backend):
                 return proc
             if self._closed:  # a call still in flight (a resend) after close(): no new worker
                 raise WorkerDiedError("the engine was closed during the call")
-            proc = take_spare() or start_worker()  # the one started ahead, when one waits
+            proc = popen_worker(WORKER_MODULE, bufsize=PIPE_BUFFER)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, Init(self.key), self._write_lock)
