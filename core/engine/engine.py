@@ -38,13 +38,13 @@ from ..options import ENV_EXECUTION, Execution, GenerationOptions, check_runtime
 from ..package.budget import ContextBudget
 from ..package.folder import ModelPackage
 from ..package.hub import resolve_model
-from ..prompt.templates import ChatTemplate, PackageTemplates
 from ..request import Request
 from .client import WorkerClient
 from .registry import Registry, Slot, folder_identity
 
 if TYPE_CHECKING:  # the inline backend (and with it the session's modules) loads when an inline engine first runs
     from ..generation.session import Session
+    from ..prompt.templates import ChatTemplate, PackageTemplates
     from .inline import InlineBackend
 
 __all__ = ["ENV_EXECUTION", "Completion", "Engine", "Execution", "aaggregate", "aggregate"]
@@ -77,8 +77,7 @@ class Engine:
         self.key = key
         self.execution = execution
         self.package = package or ModelPackage.open(key.path, release=key.release)
-        self._templates = PackageTemplates(self.package)
-        self.template = self._templates.default
+        self._templates: PackageTemplates | None = None  # the template machinery loads when a caller here needs it
         self._backend: InlineBackend | WorkerClient | None = None
         self._backend_lock = threading.Lock()
 
@@ -122,9 +121,19 @@ class Engine:
         """The package's context budget."""
         return self.package.budget
 
+    @property
+    def template(self) -> ChatTemplate:
+        """The package's chat template."""
+        return self.template_for(None)
+
     def template_for(self, chat_template: str | None = None) -> ChatTemplate:
         """The template a call with ``chat_template`` renders with (the package's when None)."""
-        return self._templates.get(chat_template)
+        templates = self._templates
+        if templates is None:
+            from ..prompt.templates import PackageTemplates
+
+            templates = self._templates = PackageTemplates(self.package)
+        return templates.get(chat_template)
 
     @property
     def backend(self) -> InlineBackend | WorkerClient:
