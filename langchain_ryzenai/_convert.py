@@ -176,12 +176,13 @@ def _usage(chunk: Chunk) -> UsageMetadata | None:
 
 def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
     """What the last chunk reports: why it ended, which package and provider, timings and the budget plan."""
+    finish = _finish_reason(chunk)
     meta: dict[str, Any] = {
         "model_name": model_name,
         "model_provider": PROVIDER,
         "execution_provider": chunk.provider,
-        "finish_reason": chunk.finish_reason,
-        "stop_reason": _STOP_REASONS.get(str(chunk.finish_reason), chunk.finish_reason),
+        "finish_reason": finish,
+        "stop_reason": None if finish is None else _STOP_REASONS.get(finish, finish),
     }
     if chunk.stop_sequence is not None:
         meta["stop_reason"], meta["stop_sequence"] = "stop_sequence", chunk.stop_sequence
@@ -213,4 +214,9 @@ def generation_chunk(chunk: Chunk, model_name: str) -> ChatGenerationChunk:
         response_metadata=meta,
         chunk_position="last",
     )
-    return ChatGenerationChunk(message=message, generation_info={"finish_reason": chunk.finish_reason})
+    return ChatGenerationChunk(message=message, generation_info={"finish_reason": _finish_reason(chunk)})
+
+
+def _finish_reason(chunk: Chunk) -> str | None:
+    """The finish reason as LangChain's metadata holds it: a plain string (``"stop"``, ``"length"``, ...)."""
+    return None if chunk.finish_reason is None else chunk.finish_reason.value

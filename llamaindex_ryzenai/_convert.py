@@ -191,7 +191,7 @@ class ResponseFold:
             usage = chunk.usage.to_dict() if chunk.usage is not None else {}
             plan = chunk.plan.to_dict() if chunk.plan is not None else None
             extra.update(usage)
-            extra["finish_reason"] = chunk.finish_reason
+            extra["finish_reason"] = chunk.finish_reason.value  # a plain string, as LlamaIndex's LLMs give
             extra["execution_provider"] = chunk.provider
             extra["budget_plan"] = plan
             if chunk.dropped_messages:
@@ -202,7 +202,7 @@ class ResponseFold:
                 "model": self.model_name,
                 "execution_provider": chunk.provider,
                 "usage": usage,
-                "finish_reason": chunk.finish_reason,
+                "finish_reason": chunk.finish_reason.value,
                 "stop_sequence": chunk.stop_sequence,
                 "budget_plan": plan,
                 "dropped_messages": chunk.dropped_messages,

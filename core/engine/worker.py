@@ -23,7 +23,7 @@ import queue
 import threading
 from typing import Any
 
-from ..generation.call import CallControl, CallSpec, Cancellation
+from ..generation.call import CallControl, CallSpec, Cancellation, Phase
 from ..generation.session import Session, SessionKey
 from ..generation.streaming import Chunk
 from ..ipc import (
@@ -74,8 +74,8 @@ class _PhaseReporter:
     def __init__(self, send: Send, rid: int) -> None:
         self.send, self.rid = send, rid
 
-    def __call__(self, phase: str) -> None:
-        self.send(PhaseReport(self.rid, str(phase)))  # the wire carries the plain value
+    def __call__(self, phase: Phase) -> None:
+        self.send(PhaseReport(self.rid, phase))
 
 
 class ModelWorker:

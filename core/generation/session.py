@@ -33,8 +33,8 @@ from .kv_cache import KVCache, feed, kv_reuse_default
 from .loader import Loaded, SessionKey, load_model
 from .prompt_builder import Prepared, PromptBuilder
 from .scheduler import FifoLock, ReadWatch, Scheduler
-from .stop import CANCELLED, LENGTH, StopChecker
-from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
+from .stop import StopChecker
+from .streaming import Chunk, FinishReason, IncrementalDecoder, OutputParser, Timings, Usage
 from .tokens import Tokens
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ class Session:
             return
         generator = None
         n = 0
-        finish: str | None = CANCELLED
+        finish: FinishReason | None = FinishReason.CANCELLED
         timings = Timings(queued=time.perf_counter() - t_wait)
         first_at: float | None = None
         generated: list[int] = []
@@ -233,7 +233,7 @@ class Session:
                     break
             stop.check_complete(finish, decoder, generated)
         except GeneratorExit:
-            finish = CANCELLED
+            finish = FinishReason.CANCELLED
             raise
         except (GenerationError, GuidanceUnsupportedError, InvalidRequestError):
             self._kv.discard(generator)
@@ -245,12 +245,12 @@ class Session:
             raise _generation_error(exc, guidance) from exc
         finally:
             if generator is not None:
-                if reuse and finish != CANCELLED:
+                if reuse and finish != FinishReason.CANCELLED:
                     self._kv.store(generator, prep.prompt_ids, n, signature, plan.window, prep.images)
                 else:
                     self._kv.discard(generator)
             self.scheduler.release()
-        if finish == CANCELLED:
+        if finish == FinishReason.CANCELLED:
             return
         content, reasoning = parser.feed(decoder.flush())
         c2, r2 = parser.finish()
@@ -264,7 +264,7 @@ class Session:
             text=content + c2,
             reasoning=reasoning + r2,
             tool_calls=list(parser.tool_calls),
-            finish_reason=stop.finish_reason(finish or LENGTH),
+            finish_reason=stop.finish_reason(finish or FinishReason.LENGTH),
             usage=Usage(len(prep.prompt_ids), n),
             timings=timings,
             plan=plan,
