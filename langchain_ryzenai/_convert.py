@@ -12,7 +12,9 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk
 
-from ryzenai_core import ChatMessage, Chunk, InvalidRequestError, ToolCall
+from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.generation.streaming import Chunk
+from ryzenai_core.messages import ChatMessage, Role, ToolCall
 from ryzenai_core.prompt.formats import parse_arguments
 
 __all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
@@ -20,6 +22,14 @@ __all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
 PROVIDER = "ryzenai"
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+#: The roles a LangChain ChatMessage may have -> the core's.
+_CHAT_ROLES: dict[str, Role] = {
+    "system": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+}
 _UNSUPPORTED_BLOCKS = frozenset(
     {"audio", "input_audio", "file", "input_file", "video", "document", "text-plain", "image_file", "media"}
 )
@@ -146,8 +156,8 @@ def to_core_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:
             name = message.name or call_names.get(message.tool_call_id)
             out.append(ChatMessage("tool", content, tool_call_id=message.tool_call_id, name=name))
         elif isinstance(message, LCChatMessage):
-            role = {"human": "user", "ai": "assistant"}.get(message.role, message.role)
-            if role not in ("system", "user", "assistant"):
+            role = _CHAT_ROLES.get(message.role)
+            if role is None:
                 raise InvalidRequestError(
                     f"message #{i} has role {message.role!r}; ChatRyzenAI renders system, user (human), "
                     "assistant (ai) and tool messages (use ToolMessage for tool results)"

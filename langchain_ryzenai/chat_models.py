@@ -74,7 +74,7 @@ _PROFILE_WITHOUT_HOOK = "profile" in BaseChatModel.model_fields and not hasattr(
 
 
 # ---------------------------------------------------------------------- the chat model
-class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
     """Chat model on an AMD Ryzen AI model package (ONNX Runtime GenAI), for LangChain.
 
     Runs the package's own chat template and tokenizer, knows its context budget (prompt

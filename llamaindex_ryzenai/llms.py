@@ -121,7 +121,7 @@ _CALL_KWARGS = _OPTION_KWARGS | {
 _SHARED_PRIVATE = ("_engine", "_tokenizer")
 
 
-class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAILLM(StructuredOutput, LLMSettings):
     """A Ryzen AI model package as a LlamaIndex LLM: query engines, chat engines, agents.
 
     Construction is cheap: nothing is read or loaded until the first call (or ``metadata``,

@@ -33,7 +33,7 @@ __all__ = ["RyzenAIRerank"]
 dispatcher = get_dispatcher(__name__)
 
 
-class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):
     """Rerank retrieved nodes with a cross-encoder on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a cross-encoder folder as Hugging Face ships them (``config.json`` with a

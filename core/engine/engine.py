@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..call_options import as_call_options
@@ -167,8 +167,8 @@ class Engine:
         options: GenerationOptions | None = None,
         *,
         timeout: float | None = None,
-    ) -> Iterator[Chunk]:
-        """:meth:`run` of a request made of these parts."""
+    ) -> Generator[Chunk, None, None]:
+        """:meth:`run` of a request made of these parts (closing it cancels the generation)."""
         return self.run(_request(messages, options, timeout))
 
     def astream(
@@ -177,7 +177,7 @@ class Engine:
         options: GenerationOptions | None = None,
         *,
         timeout: float | None = None,
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         """:meth:`arun` of a request made of these parts."""
         return self.arun(_request(messages, options, timeout))
 
