@@ -99,7 +99,7 @@ def main() -> None:
     for k in calls:
         print(f"  {k:<38}{peak[k]:>10.2f}{cpu[k]:>10.3f}")
     for new, old in (("chat", "before: stream_chat, the last kept"), ("achat", "before: astream_chat, all kept")):
-        print(f"  {new}: memory {peak[old] / peak[new]:.1f}x less, CPU {cpu[old] / cpu[new]:.1f}x less than {old!r}")
+        print(f"  {old!r} against {new}: {peak[old] / peak[new]:.1f}x the memory, {cpu[old] / cpu[new]:.1f}x the CPU")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
