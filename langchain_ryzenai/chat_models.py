@@ -39,9 +39,10 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator, model_validator
 from typing_extensions import Self
 
-from ryzenai_core import InvalidRequestError, Request
+from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
 from ryzenai_core.options import ModelName, validated_options
+from ryzenai_core.request import Request
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
 from ._options import (
@@ -61,7 +62,7 @@ from ._shared import PublicSerialization
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile
 
-    from ryzenai_core import Engine
+    from ryzenai_core.engine.engine import Engine
 
 __all__ = ["ChatRyzenAI"]
 

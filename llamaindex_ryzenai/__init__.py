@@ -19,8 +19,9 @@ from ryzenai_core.lazy import lazy_names, require_framework
 require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 
 if typing.TYPE_CHECKING:
+    from ._tokens import PackageTokenizer
     from .embeddings import RyzenAIEmbedding
-    from .llms import PackageTokenizer, RyzenAILLM
+    from .llms import RyzenAILLM
     from .postprocessor import BucketPackingPostprocessor
     from .rerank import RyzenAIRerank
 
@@ -29,7 +30,7 @@ if typing.TYPE_CHECKING:
 #: The public names imported on first use -> the module that defines them.
 _LAZY = {
     "BucketPackingPostprocessor": ".postprocessor",
-    "PackageTokenizer": ".llms",
+    "PackageTokenizer": "._tokens",
     "RyzenAIEmbedding": ".embeddings",
     "RyzenAILLM": ".llms",
     "RyzenAIRerank": ".rerank",

@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # the engine and the template machinery load when the model i
     from ryzenai_core.package.budget import ContextBudget
     from ryzenai_core.prompt.templates import ChatTemplate
 
-__all__ = ["PackageTokenizer", "RyzenAILLM"]
+__all__ = ["RyzenAILLM"]
 
 dispatcher = get_dispatcher(__name__)
 

@@ -23,7 +23,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from ryzenai_core import InvalidRequestError
+from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.rerank.engine import RerankSettings
 
 from ._fields import checked_fields

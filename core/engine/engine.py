@@ -29,12 +29,12 @@ import threading
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..call_options import as_call_options
+from ..call_options import Execution, as_call_options, check_runtime_settings, llm_execution
 from ..errors import InvalidRequestError
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
 from ..messages import ChatMessage, RawPrompt
-from ..options import ENV_EXECUTION, Execution, GenerationOptions, check_runtime_settings, llm_execution
+from ..options import GenerationOptions
 from ..package.budget import ContextBudget
 from ..package.folder import ModelPackage
 from ..package.hub import resolve_model
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the inline backend (and with it the session's modules) load
     from ..prompt.templates import ChatTemplate, PackageTemplates
     from .inline import InlineBackend
 
-__all__ = ["ENV_EXECUTION", "Completion", "Engine", "Execution", "aaggregate", "aggregate"]
+__all__ = ["Engine"]
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,8 @@ import threading
 from typing import Any
 
 from ..generation.call import CallControl, CallSpec, Cancellation, Phase
-from ..generation.session import Session, SessionKey
+from ..generation.loader import SessionKey
+from ..generation.session import Session
 from ..generation.streaming import Chunk
 from ..ipc import (
     Call,

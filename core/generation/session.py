@@ -25,14 +25,15 @@ from ..call_options import CallOptions, as_call_options, check_runtime_settings,
 from ..errors import ContextWindowExceededError, GenerationError, GuidanceUnsupportedError, InvalidRequestError
 from ..messages import ChatMessage, RawPrompt
 from ..package.folder import ModelPackage
+from ..package.reuse import kv_reuse_default
 from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
-from .call import CallControl, CallSpec, Phase, timeout_error
-from .kv_cache import KVCache, feed, kv_reuse_default
+from .call import CallControl, CallSpec, Phase
+from .kv_cache import KVCache, feed
 from .loader import Loaded, SessionKey, load_model
 from .prompt_builder import Prepared, PromptBuilder
-from .scheduler import FifoLock, ReadWatch, Scheduler
+from .scheduler import ReadWatch, Scheduler
 from .stop import StopChecker
 from .streaming import Chunk, FinishReason, IncrementalDecoder, OutputParser, Timings, Usage
 from .tokens import Tokens
@@ -40,7 +41,7 @@ from .tokens import Tokens
 if TYPE_CHECKING:
     from ..options import GenerationOptions
 
-__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "timeout_error"]
+__all__ = ["Session"]
 
 
 class Session:
