@@ -26,8 +26,8 @@ Each face's own part is its time minus its floor's in the same round (median ove
 with the lowest and highest). Every process also reports when each step ended, on the machine's
 one monotonic clock, and the breakdown table shows each step's median:
 
-- the floors: the framework's import (``framework``), onnxruntime-genai's (``oga import``), the
-  model's load and the first token;
+- the floors: the framework's import (``framework``), onnxruntime-genai's (``oga import``, with
+  numpy, which its first encode imports), the model's load and the first token;
 - the faces (worker process): the caller's imports (the interpreter, the framework and the face:
   ``caller imports``), building the model object, the first call's own work before the worker
   starts (its modules, the engine, the package's files: ``call prep``), the worker's start (a new
@@ -112,6 +112,7 @@ for name in args["imports"]:
     importlib.import_module(name)
 marks = {"framework": time.monotonic()}
 import onnxruntime_genai as og
+import numpy  # what the first encode imports (the worker's load encodes): in the same step on both sides
 marks["imported"] = time.monotonic()
 cfg = og.Config(args["model"])
 cfg.overlay(args["overlay"])
@@ -411,8 +412,8 @@ def own_parts(face: dict[str, float], floor: dict[str, float]) -> dict[str, floa
     - ``imports``: the caller's imports beyond the framework's (the floor's ``framework`` mark);
     - ``before the load``: building the model object, and with a worker the call's own work
       before it, the worker's start, its imports and the package's opening: steps the floor does not have;
-    - ``load``: the load (with a worker: onnxruntime-genai's import there, the model's load and the
-      round trip) beyond the floor's onnxruntime-genai import and load;
+    - ``load``: the load (with a worker: onnxruntime-genai's and numpy's import there, the model's
+      load and the round trip) beyond the floor's imports of the two and its load;
     - ``first token``: from the load to the first text, beyond the floor's.
     Inline, the load has no mark of its own: ``call`` is the whole call beyond the floor's
     onnxruntime-genai import, load and first token.
