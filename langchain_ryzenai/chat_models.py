@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -243,12 +243,10 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
         """The package's limits and features as LangChain's ``profile``, read from its files when first used.
 
         ``max_input_tokens`` is the prompt limit of the Ryzen AI release the package is planned
-        for (``release``, else the folder name, else the installed runtime). Building the model
-        reads nothing (see :class:`~langchain_ryzenai._profile.PackageProfile`); a package that
-        cannot be read yet (a repository not downloaded, a config that is an LFS pointer) has an
-        empty profile: construction never fails over it, the first call says what is wrong.
+        for (``release``, else the folder name, else the installed runtime). A package that cannot
+        be read yet has an empty profile (see :class:`~langchain_ryzenai._profile.PackageProfile`).
         """
-        return PackageProfile(self.model, self.release, self.chat_template)  # type: ignore[return-value]  # a ModelProfile dict
+        return cast("ModelProfile", PackageProfile(self.model, self.release, self.chat_template))
 
     @model_validator(mode="after")
     def _profile_on_older_cores(self) -> Self:
@@ -258,10 +256,7 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
 
     @model_validator(mode="after")
     def _check_profile_keys(self) -> Self:
-        """LangChain's check of a profile's keys, for one the caller gave (the package's has only LangChain's keys).
-
-        Replaces LangChain's validator of that name, which would read the package's profile at construction.
-        """
+        """LangChain's check of a given profile's keys (its validator of this name would read the package's now)."""
         check = getattr(BaseChatModel, "_check_profile_keys", None)
         if check is not None and not isinstance(self.profile, PackageProfile):
             check(self)

@@ -151,6 +151,11 @@ def test_profile_given_by_the_caller_is_kept():
     assert ChatRyzenAI(model=str(TINY_QWEN3), profile={"max_input_tokens": 100}).profile == {"max_input_tokens": 100}
 
 
+def test_a_profile_the_caller_gives_is_still_checked_by_langchain():
+    with pytest.warns(UserWarning, match="Unrecognized keys in model profile: .'bananas'."):
+        ChatRyzenAI(model=str(TINY_QWEN3), profile={"max_input_tokens": 100, "bananas": 1})
+
+
 def test_a_model_not_downloaded_builds_with_an_empty_profile():
     llm = ChatRyzenAI(model="amd/Not-Downloaded_rai_1.8.0_npu_4K")
     assert llm.profile == {} and not llm.profile and llm.profile.get("max_input_tokens") is None
