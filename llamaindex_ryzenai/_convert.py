@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import ImageDocument, ImageNode
 
-from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.errors import GenerationError, InvalidRequestError
 from ryzenai_core.generation.streaming import Chunk, Completion
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
@@ -189,6 +190,28 @@ class ResponseFold:
     def fold(self, chunk: Chunk) -> None:
         """Fold one chunk into the answer, building no response."""
         self.answer.add(chunk)
+
+    def whole(self, chunks: Generator[Chunk, None, None]) -> ChatResponse:
+        """The one response of an answer that is not streamed: every chunk folded, built once from the last."""
+        last = None
+        with contextlib.closing(chunks):
+            for last in chunks:
+                self.fold(last)
+        return self._final(last)
+
+    async def awhole(self, chunks: AsyncGenerator[Chunk, None]) -> ChatResponse:
+        """Async twin of :meth:`whole`."""
+        last = None
+        async with contextlib.aclosing(chunks):
+            async for last in chunks:
+                self.fold(last)
+        return self._final(last)
+
+    def _final(self, last: Chunk | None) -> ChatResponse:
+        response = self.response(last) if last is not None else None
+        if response is None:
+            raise GenerationError("the model's answer ended without its final chunk")
+        return response
 
     def response(self, chunk: Chunk) -> ChatResponse | None:
         """The response for ``chunk``, the last chunk folded (None when it brought nothing and is not the last)."""

@@ -47,7 +47,7 @@ from llama_index.core.llms.llm import ToolSelection, default_completion_to_promp
 from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
-from ryzenai_core.errors import ChatTemplateError, GenerationError, InvalidRequestError
+from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
 from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
@@ -78,7 +78,6 @@ from ._tokens import (
 
 if TYPE_CHECKING:  # the engine and the template machinery load when the model is first used
     from ryzenai_core.engine.engine import Engine
-    from ryzenai_core.generation.streaming import Chunk
     from ryzenai_core.package.budget import ContextBudget
     from ryzenai_core.prompt.templates import ChatTemplate
 
@@ -476,29 +475,11 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
 
         return gen()
 
-    def _whole(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None) -> ChatResponse:
-        """The call's one response: every chunk folded, the response built once, from the last chunk."""
-        fold, last = ResponseFold(self.model), None
-        with contextlib.closing(self.engine.run(self._request(messages, kwargs, raw))) as chunks:
-            for last in chunks:
-                fold.fold(last)
-        return _final(fold, last)
-
-    async def _awhole(
-        self, messages: Sequence[ChatMessage], kwargs: dict[str, Any], raw: str | None = None
-    ) -> ChatResponse:
-        """Async twin of :meth:`_whole`."""
-        fold, last = ResponseFold(self.model), None
-        async with contextlib.aclosing(self.engine.arun(self._request(messages, kwargs, raw))) as chunks:
-            async for last in chunks:
-                fold.fold(last)
-        return _final(fold, last)
-
     # ------------------------------------------------------------------ chat
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """The whole answer (one response, built once the answer is complete)."""
-        return self._whole(messages, kwargs)
+        return ResponseFold(self.model).whole(self.engine.run(self._request(messages, kwargs)))
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -508,7 +489,7 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async twin of :meth:`chat`; never blocks the event loop in ``process`` execution."""
-        return await self._awhole(messages, kwargs)
+        return await ResponseFold(self.model).awhole(self.engine.arun(self._request(messages, kwargs)))
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
@@ -528,7 +509,7 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
         multimodal LLMs' argument) go before the text in the user message, for vision packages.
         """
         messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
-        return to_completion(self._whole(messages, kwargs, raw))
+        return to_completion(ResponseFold(self.model).whole(self.engine.run(self._request(messages, kwargs, raw))))
 
     @llm_completion_callback()
     def stream_complete(
@@ -544,7 +525,8 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
     ) -> CompletionResponse:
         """Async twin of :meth:`complete`."""
         messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
-        return to_completion(await self._awhole(messages, kwargs, raw))
+        fold = ResponseFold(self.model)
+        return to_completion(await fold.awhole(self.engine.arun(self._request(messages, kwargs, raw))))
 
     @llm_completion_callback()
     async def astream_complete(
@@ -604,10 +586,3 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
         return calls
 
 
-# ---------------------------------------------------------------------- helpers
-def _final(fold: ResponseFold, last: Chunk | None) -> ChatResponse:
-    """The response of a folded answer whose last chunk is ``last`` (the core always sends a final chunk)."""
-    response = fold.response(last) if last is not None else None
-    if response is None:
-        raise GenerationError("the model's answer ended without its final chunk")
-    return response
