@@ -104,8 +104,8 @@ class WorkerClient(Backend):
     part under one lock: the worker process (``_proc``) under ``_start_lock``; the tables of
     requests in flight (``_handlers``, ``_sent_to``, ``_streams``), the stream the worker runs
     (``_running``), the worker the model was loaded in and the phase of every stream it sent
-    (the worker's reports move it on) under ``_lock``; frames to the worker under ``_write_lock``. A handler is
-    called outside ``_lock`` (it may resend, which takes it).
+    (the worker's reports move it on) under ``_lock``; frames to the worker under
+    ``_write_lock``. A handler is called outside ``_lock`` (it may resend, which takes it).
     """
 
     def __init__(self, key: SessionKey) -> None:
