@@ -23,9 +23,24 @@ first streamed text (``time.monotonic``, one clock for every process of the mach
   worker too), side by side with this one's in every round: a before / after on a busy machine.
 
 Each face's own part is its time minus its floor's in the same round (median over the rounds,
-with the lowest and highest). Every process also reports when it had imported (the face, or
-the framework and onnxruntime-genai), had built the model object (the face) or loaded the
-model (the floors): the columns of "where it goes". For the worker, the benchmark's own
+with the lowest and highest). Every process also reports when each step ended, on the machine's
+one monotonic clock, and the breakdown table shows each step's median:
+
+- the floors: the framework's import (``framework``), onnxruntime-genai's (``oga import``, with
+  numpy, which its first encode imports), the model's load and the first token;
+- the faces (worker process): the caller's imports (the interpreter, the framework and the face:
+  ``caller imports``), building the model object, the first call's own work before the worker
+  starts (its modules, the engine, the package's files: ``call prep``), the worker's start (a new
+  interpreter, until its first line runs), its imports (the worker module), opening the package
+  until it says it is ready (``worker open``), the load (onnxruntime-genai's import and the
+  model's load in the worker, and the round trip) and the first token. The worker's two marks
+  come from a small bootstrap this benchmark runs the worker module with (instead of
+  ``python -m``; it imports the module, says when, and calls its ``main``).
+
+The breakdown's last lines set each face's steps against its floor's: what the face adds in
+the caller's imports (beyond the framework), in steps the floor does not have (building, call
+prep, the worker's start, imports and open), in the load (beyond onnxruntime-genai's import and
+the model's load) and in the first token. For the worker, the benchmark's own
 process then times a worker's start on its own (``Engine.load`` of a new engine: start, open
 the package, load the model; then the first token of ``Engine.stream``). ``-X importtime``
 of the face's import, the floor's and the worker's shows which packages the import time goes
@@ -95,8 +110,10 @@ import importlib, json, sys, time
 args = json.loads(sys.argv[1])
 for name in args["imports"]:
     importlib.import_module(name)
+marks = {"framework": time.monotonic()}
 import onnxruntime_genai as og
-marks = {"imported": time.monotonic()}
+import numpy  # what the first encode imports (the worker's load encodes): in the same step on both sides
+marks["imported"] = time.monotonic()
 cfg = og.Config(args["model"])
 cfg.overlay(args["overlay"])
 model = og.Model(cfg)
@@ -116,16 +133,60 @@ marks["first"] = time.monotonic()
 print(json.dumps(marks))
 """
 
+#: The line a worker started by :data:`WORKER_BOOT` writes to its stderr, then its marks as JSON.
+WORKER_MARKS = "cold-start-worker-marks "
+
+#: ``python -c WORKER_BOOT MODULE``: a worker as ``python -m MODULE`` runs it, with the time its
+#: first line ran and the time its module was imported written to stderr (its stdout carries frames).
+WORKER_BOOT = """
+import time
+started = time.monotonic()
+import importlib, json, sys
+worker = importlib.import_module(sys.argv[1])
+sys.stderr.write(MARKS + json.dumps({"worker_started": started, "worker_imported": time.monotonic()}) + chr(10))
+sys.stderr.flush()
+worker.main()
+""".replace("MARKS", repr(WORKER_MARKS))
+
 #: ``python -c FACE_SOURCE ARGS_JSON``: a face's import, its model object, its stream up to the first text.
+#: With a worker, the first call's steps are marked (see the module docstring) by wrapping what the
+#: worker client calls at each (its modules are imported after ``constructed``, as the call would).
 FACE_SOURCE = """
 import json, sys, time
 args = json.loads(sys.argv[1])
 kw = {"model": args["model"], "num_threads": args["threads"], "execution": args["execution"]}
+
+
+def mark_the_worker(marks):
+    from ryzenai_core import spawn
+    from ryzenai_core.engine import client
+
+    first_frame, ensure_loaded = client.read_first_frame, client.WorkerClient.ensure_loaded
+
+    def worker_command(module, **kw):
+        marks.setdefault("spawn", time.monotonic())
+        return [sys.executable, "-c", args["boot"], module]
+
+    def read_first_frame(proc):
+        try:
+            return first_frame(proc)
+        finally:
+            marks.setdefault("ready", time.monotonic())
+
+    def loaded(self):
+        ensure_loaded(self)
+        marks.setdefault("loaded", time.monotonic())
+
+    spawn.worker_command, client.read_first_frame, client.WorkerClient.ensure_loaded = worker_command, read_first_frame, loaded
+
+
 if args["face"] == "langchain":
     from langchain_ryzenai import ChatRyzenAI
     marks = {"imported": time.monotonic()}
     llm = ChatRyzenAI(max_tokens=args["new"], **kw)
     marks["constructed"] = time.monotonic()
+    if args["execution"] == "process":
+        mark_the_worker(marks)
     for chunk in llm.stream(args["user"]):
         if chunk.content:
             break
@@ -134,12 +195,27 @@ else:
     marks = {"imported": time.monotonic()}
     llm = RyzenAILLM(max_new_tokens=args["new"], **kw)
     marks["constructed"] = time.monotonic()
+    if args["execution"] == "process":
+        mark_the_worker(marks)
     for response in llm.stream_complete(args["user"]):
         if response.delta:
             break
 marks["first"] = time.monotonic()
 print(json.dumps(marks), flush=True)
 """
+
+#: The steps of a process, each ending at its mark; a step's time is its mark minus the one before it.
+FLOOR_STEPS = (("framework", "framework"), ("oga import", "imported"), ("load", "loaded"), ("first token", "first"))
+FACE_STEPS = (
+    ("caller imports", "imported"),
+    ("build", "constructed"),
+    ("call prep", "spawn"),
+    ("worker start", "worker_started"),
+    ("worker imports", "worker_imported"),
+    ("worker open", "ready"),
+    ("load", "loaded"),
+    ("first token", "first"),
+)
 
 FACES = ("langchain", "llamaindex")
 #: Method name -> the PYTHONPATH its process (and its workers) get: the ``--base`` checkout's code.
@@ -171,7 +247,7 @@ def _env() -> dict[str, str]:
 def methods(model: Path, prompt: str, inline: bool, base: str | None = None) -> dict[str, list[str]]:
     """Method name -> the command line of its process."""
     floor = {"model": str(model), "overlay": _overlay(), "prompt": prompt, "new": NEW_TOKENS}
-    face = {"model": str(model), "threads": THREADS, "user": USER, "new": NEW_TOKENS}
+    face = {"model": str(model), "threads": THREADS, "user": USER, "new": NEW_TOKENS, "boot": WORKER_BOOT}
     out: dict[str, list[str]] = {"python": [sys.executable, "-c", "pass"]}
     out["floor_oga"] = [sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": []})]
     for name in FACES:
@@ -203,6 +279,9 @@ def run_once(cmd: list[str], pythonpath: str | None = None) -> dict[str, float]:
         raise SystemExit(f"{cmd[:2]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     lines = proc.stdout.strip().splitlines()
     marks: dict[str, float] = json.loads(lines[-1]) if lines else {}
+    for line in proc.stderr.splitlines():
+        if line.startswith(WORKER_MARKS):
+            marks.update(json.loads(line[len(WORKER_MARKS):]))
     out = {k: v - t0 for k, v in marks.items()}
     out["end"] = end - t0
     out.setdefault("first", out["end"])  # python -c pass: its whole life
@@ -300,16 +379,58 @@ def measure(name: str, model: Path, rounds: int, inline: bool, base: str | None 
         "prompt": prompt,
         "total_s": {k: _summary([m["first"] for m in rs], 3) for k, rs in runs.items()},
         "marks_s": {k: {mark: _summary([m[mark] for m in rs], 3) for mark in rs[0]} for k, rs in runs.items()},
+        "steps_s": {k: _steps(rs, FLOOR_STEPS if k.startswith("floor_") else FACE_STEPS) for k, rs in runs.items()},
         "own_part_s": {},
+        "own_parts_s": {},
         "rounds_s": {k: [{m: round(v, 4) for m, v in row.items()} for row in rs] for k, rs in runs.items()},
     }
     for face in FACES:
         floor = runs[f"floor_{face}"]
         for k in (face, f"{face}_inline", f"{face}_base"):
             if k in runs:
-                out["own_part_s"][k] = _summary([m["first"] - f["first"] for m, f in zip(runs[k], floor, strict=True)], 3)
+                pairs = list(zip(runs[k], floor, strict=True))
+                out["own_part_s"][k] = _summary([m["first"] - f["first"] for m, f in pairs], 3)
+                parts = [own_parts(m, f) for m, f in pairs]
+                out["own_parts_s"][k] = {p: _summary([row[p] for row in parts], 3) for p in parts[0]}
     out["worker_start_ms"] = worker_start(model, max(3, rounds // 2))
     return out
+
+
+def _steps(rows: list[dict[str, float]], steps: tuple[tuple[str, str], ...]) -> dict[str, dict[str, float]]:
+    """Each step's seconds (its mark minus the mark before it), for the steps every row marked."""
+    out: dict[str, dict[str, float]] = {}
+    names = [(step, mark) for step, mark in steps if all(mark in row for row in rows)]
+    for i, (step, mark) in enumerate(names):
+        before = names[i - 1][1] if i else None
+        out[step] = _summary([row[mark] - (row[before] if before else 0.0) for row in rows], 3)
+    return out
+
+
+def own_parts(face: dict[str, float], floor: dict[str, float]) -> dict[str, float]:
+    """A face's time beyond its floor's in one round, by where it goes (the parts add up to the difference).
+
+    - ``imports``: the caller's imports beyond the framework's (the floor's ``framework`` mark);
+    - ``before the load``: building the model object, and with a worker the call's own work
+      before it, the worker's start, its imports and the package's opening: steps the floor does not have;
+    - ``load``: the load (with a worker: onnxruntime-genai's and numpy's import there, the model's
+      load and the round trip) beyond the floor's imports of the two and its load;
+    - ``first token``: from the load to the first text, beyond the floor's.
+    Inline, the load has no mark of its own: ``call`` is the whole call beyond the floor's
+    onnxruntime-genai import, load and first token.
+    """
+    imports = face["imported"] - floor["framework"]
+    if "loaded" not in face:
+        return {
+            "imports": imports,
+            "build": face["constructed"] - face["imported"],
+            "call": (face["first"] - face["constructed"]) - (floor["first"] - floor["framework"]),
+        }
+    return {
+        "imports": imports,
+        "before the load": face.get("ready", face["constructed"]) - face["imported"],
+        "load": (face["loaded"] - face.get("ready", face["constructed"])) - (floor["loaded"] - floor["framework"]),
+        "first token": (face["first"] - face["loaded"]) - (floor["first"] - floor["loaded"]),
+    }
 
 
 def _summary(values: list[float], digits: int) -> dict[str, float]:
@@ -336,6 +457,18 @@ def report(results: dict[str, Any]) -> list[str]:
                 + (f"{imp:>10.3f}" if imp is not None else f"{'-':>10}")
                 + (f"{mid:>14.3f}" if mid is not None else f"{'-':>14}")
                 + (f"{own['median']:>+11.3f} ({own['min']:+.3f} to {own['max']:+.3f})" if own else "")
+            )
+        lines.append("\n  breakdown: median seconds of each step (a step ends at its mark)")
+        for k, steps in res["steps_s"].items():
+            if k == "python":
+                continue
+            lines.append(f"  {k:<20}" + ", ".join(f"{step} {v['median']:.3f}" for step, v in steps.items()))
+        lines.append("\n  own part (the face minus its floor, per round), by where it goes: median seconds (min to max)")
+        for k, parts in res["own_parts_s"].items():
+            total = res["own_part_s"][k]
+            lines.append(
+                f"  {k:<20}{total['median']:+.3f} = "
+                + " + ".join(f"{p} {v['median']:+.3f} ({v['min']:+.3f} to {v['max']:+.3f})" for p, v in parts.items())
             )
         w = res["worker_start_ms"]
         lines.append(

@@ -1,6 +1,6 @@
 """The streaming overhead of this checkout and another, whole runs in alternating order.
 
-    python benchmarks/overhead_ab.py --base DIR [--pairs 4] [--threads 1 2] [--rounds 5] [--json FILE]
+    python benchmarks/overhead_ab.py --base DIR [--pairs 4] [--threads 1 2] [--rounds 5] [--model bench-30m] [--json FILE]
 
 ``benchmarks/overhead.py`` measures one checkout in one process, so two versions of the plugin
 cannot share its rounds. This runs each checkout's own ``overhead.py`` (its code, its worker, its
@@ -12,7 +12,8 @@ What is compared, per round of every run: each face's time against its own floor
 (``langchain_stream`` / ``floor_langchain``, ``llamaindex_stream`` / ``floor_llamaindex``, the core's
 ``core_worker`` / ``floor_pipe``: above 1 is slower than the floor), and its CPU time (every thread
 of the benchmark's process, of the workers and of the floor's child) against the same floor's.
-The figure is the median over all rounds of all runs of a side, with the middle half.
+The figure is the median over all rounds of all runs of a side, with the middle half; each
+face's and floor's CPU time per token (microseconds, the same threads) is given beside it.
 """
 
 from __future__ import annotations
@@ -32,26 +33,31 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIRS = {"langchain_stream": "floor_langchain", "llamaindex_stream": "floor_llamaindex", "core_worker": "floor_pipe"}
 
 
-def run(checkout: Path, pythonpath: str | None, threads: int, rounds: int, tokens: int) -> dict[str, Any]:
-    """One whole run of ``checkout``'s overhead.py on bench-30m; its results."""
+def run(checkout: Path, pythonpath: str | None, threads: int, rounds: int, tokens: int, model: str) -> dict[str, Any]:
+    """One whole run of ``checkout``'s overhead.py on ``model``; its results."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, str(checkout / "benchmarks" / "overhead.py"), "--models", "bench-30m",
+        cmd = [sys.executable, str(checkout / "benchmarks" / "overhead.py"), "--models", model,
                "--rounds", str(rounds), "--new-tokens", str(tokens), "--threads", str(threads), "--json", str(out)]
         env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
         subprocess.run(cmd, check=True, env=env, cwd=pythonpath, capture_output=True, text=True, timeout=1800)  # noqa: S603
         result: dict[str, Any] = json.loads(out.read_text())
-    return result["models"]["bench-30m"]
+    models: dict[str, Any] = result["models"]
+    return models[model]
 
 
-def ratios(model: dict[str, Any]) -> dict[str, dict[str, list[float]]]:
-    """face -> {"time": [face / floor per round], "cpu": [...]}."""
+def ratios(model: dict[str, Any], tokens: int) -> dict[str, dict[str, list[float]]]:
+    """face -> {"time": [face / floor per round], "cpu": [...], "cpu_us": [face's CPU µs a token], "floor_cpu_us": [...]}."""
     rounds = model["rounds_s"]
     out: dict[str, dict[str, list[float]]] = {}
     for face, floor in PAIRS.items():
-        pairs = zip(rounds[face], rounds[floor], strict=True)
-        rows = [(f[0] / g[0], f[2] / g[2]) for f, g in pairs]
-        out[face] = {"time": [t for t, _ in rows], "cpu": [c for _, c in rows]}
+        pairs = list(zip(rounds[face], rounds[floor], strict=True))
+        out[face] = {
+            "time": [f[0] / g[0] for f, g in pairs],
+            "cpu": [f[2] / g[2] for f, g in pairs],
+            "cpu_us": [f[2] / tokens * 1e6 for f, _ in pairs],
+            "floor_cpu_us": [g[2] / tokens * 1e6 for _, g in pairs],
+        }
     return out
 
 
@@ -67,25 +73,28 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--model", default="bench-30m", help="overhead.py's model (bench-30m, or the tiny-llama fixture)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from cold_start import base_path
 
     models = args.base / "benchmarks" / "models"
-    if not (models / "bench-30m").exists():
+    if args.model == "bench-30m" and not (models / "bench-30m").exists():
         models.mkdir(parents=True, exist_ok=True)
         (models / "bench-30m").symlink_to(ROOT / "benchmarks" / "models" / "bench-30m", target_is_directory=True)
     sides = {"this": (ROOT, None), "base": (args.base, base_path(args.base))}
     results: dict[str, Any] = {}
     for threads in args.threads:
-        got: dict[str, dict[str, dict[str, list[float]]]] = {s: {f: {"time": [], "cpu": []} for f in PAIRS} for s in sides}
+        keys = ("time", "cpu", "cpu_us", "floor_cpu_us")
+        got: dict[str, dict[str, dict[str, list[float]]]] = {s: {f: {k: [] for k in keys} for f in PAIRS} for s in sides}
         order = [s for i in range(args.pairs) for s in (("this", "base") if i % 2 == 0 else ("base", "this"))]
         for i, side in enumerate(order, 1):
             checkout, pythonpath = sides[side]
             print(f"threads {threads}: run {i}/{len(order)} ({side})", flush=True)
-            for face, values in ratios(run(checkout, pythonpath, threads, args.rounds, args.new_tokens)).items():
-                for key in ("time", "cpu"):
+            model = run(checkout, pythonpath, threads, args.rounds, args.new_tokens, args.model)
+            for face, values in ratios(model, args.new_tokens).items():
+                for key in keys:
                     got[side][face][key].extend(values[key])
         results[str(threads)] = {s: {f: {k: summary(v) for k, v in d.items()} for f, d in faces.items()}
                                  for s, faces in got.items()}
@@ -99,9 +108,14 @@ def main() -> None:
                     s = results[str(threads)][side][face][key]
                     cells.append(f"{s['median']:.3f} ({s['q1']:.3f}-{s['q3']:.3f})")
             print(f"  {face:<20} {cells[0]:>22} {cells[1]:>22} {cells[2]:>22} {cells[3]:>22}")
+        print("  CPU a token, µs (median): face this / base; its floor this / base")
+        for face, floor in PAIRS.items():
+            cpu = {side: results[str(threads)][side][face] for side in sides}
+            print(f"  {face:<20} {cpu['this']['cpu_us']['median']:>8.1f} / {cpu['base']['cpu_us']['median']:<8.1f}"
+                  f"  {floor}: {cpu['this']['floor_cpu_us']['median']:.1f} / {cpu['base']['floor_cpu_us']['median']:.1f}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"base": str(args.base), "rounds": args.rounds, "pairs": args.pairs,
+        args.json.write_text(json.dumps({"base": str(args.base), "model": args.model, "rounds": args.rounds, "pairs": args.pairs,
                                          "new_tokens": args.new_tokens, "results": results}, indent=2) + "\n")
         print(f"wrote {args.json}")
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import unquote, urlparse
 
-from ryzenai_core.engine.engine import Completion, Engine
+from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import RyzenAIError
 from ryzenai_core.faces import did_you_mean
+from ryzenai_core.generation.streaming import Completion
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
 

@@ -624,7 +624,7 @@ def _check_embedding(report: Report, path: Path) -> None:
         f"{facts['name']} ({facts['path']}): {facts['dims']} dims, {facts['pooling']} pooling, max length "
         f"{facts['max_length']}, runs on {facts['provider']} with {facts['run_shapes']} shapes",
     )
-    shapes = list(engine.buckets) or [None]
+    shapes: list[int | None] = [*engine.buckets] or [None]
     times = {}
     try:
         for bucket in shapes:

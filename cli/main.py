@@ -24,9 +24,8 @@ from ryzenai_core import __version__
 from ryzenai_core.errors import RyzenAIError
 
 from . import bench, chat, demo, doctor, info, listing, pull
-from .info import show_info
 
-__all__ = ["main", "show_info"]
+__all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:

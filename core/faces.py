@@ -18,11 +18,11 @@ import difflib
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
 from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions, ModelName, Provider, llm_execution
+from .options import GenerationOptions, ModelName, Provider
 from .request import Request
 
 if TYPE_CHECKING:
@@ -91,20 +91,6 @@ class LLMSettings(BaseModel):
         "error", description="a prompt over the limit: raise, or drop the oldest turns"
     )
     chat_template: str | None = Field(None, description="Jinja chat template (source or file) to use instead")
-
-    @model_validator(mode="after")
-    def _start_worker_early(self) -> Any:
-        """A model whose calls run in a worker process has one started now (see :mod:`ryzenai_core.engine.spare`).
-
-        An inline model stops the one the class's import started, while it is still the import's.
-        """
-        from .engine import spare
-
-        if llm_execution(self.execution) == "process":
-            spare.start_spare()
-        else:
-            spare.drop_ahead()  # the one the class's import started, if no model has taken it
-        return self
 
     def runtime_settings(self) -> dict[str, Any]:
         """What :meth:`Engine.get <ryzenai_core.engine.engine.Engine.get>` takes among these settings."""

@@ -20,13 +20,25 @@ import enum
 import os
 import pickle
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, Any, NamedTuple, NoReturn, Protocol
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol
 
 from .spawn import worker_streams
+
+if TYPE_CHECKING:  # what the messages carry; a worker imports only the side it serves
+    import subprocess
+
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from .call_options import CallOptions
+    from .embeddings.runner import SessionSpec
+    from .generation.call import Phase
+    from .generation.loader import SessionKey
+    from .generation.streaming import Chunk
+    from .messages import ChatMessage, RawPrompt
 
 __all__ = [
     "PIPE_BUFFER",
@@ -82,17 +94,17 @@ class Kind(enum.IntEnum):
 
 # -- caller -> worker
 class Init(NamedTuple):
-    """The first frame to a worker: what it serves (a ``SessionKey``, a ``SessionSpec``)."""
+    """The first frame to a worker: what it serves (a model worker a ``SessionKey``, an encoder's a ``SessionSpec``)."""
 
-    spec: Any
+    spec: SessionKey | SessionSpec
 
 
 class Stream(NamedTuple):
     """Generate: :class:`PhaseReport` s, :class:`Delta` s / :class:`Output` s, then :class:`End` or :class:`Error`."""
 
     rid: int
-    messages: Any
-    options: Any
+    messages: list[ChatMessage] | RawPrompt
+    options: CallOptions
     timeout: float | None = None
     """Seconds from the stream's arrival in the worker (its queue wait included)."""
 
@@ -102,7 +114,7 @@ class Call(NamedTuple):
 
     rid: int
     method: str
-    args: tuple[Any, ...] = ()
+    args: tuple[object, ...] = ()
 
 
 class Cancel(NamedTuple):
@@ -115,16 +127,16 @@ class Run(NamedTuple):
     """Encode one padded batch: :class:`Result` (the vectors) or :class:`Error`."""
 
     rid: int
-    input_ids: Any
-    attention_mask: Any
-    token_type_ids: Any
+    input_ids: NDArray[np.int64]
+    attention_mask: NDArray[np.int64]
+    token_type_ids: NDArray[np.int64]
 
 
 # -- worker -> caller
 class Ready(NamedTuple):
-    """The worker serves; ``info`` is what it says about itself (an encoder: its providers)."""
+    """The worker serves; ``info`` is what it says about itself (an encoder: its providers; a model worker: None)."""
 
-    info: Any = None
+    info: list[str] | None = None
 
 
 class Failed(NamedTuple):
@@ -134,17 +146,17 @@ class Failed(NamedTuple):
 
 
 class PhaseReport(NamedTuple):
-    """Stream ``rid`` entered a phase (``preparing``, ``prefill``, ``generating``: a phase's plain value)."""
+    """Stream ``rid`` entered a phase (``preparing``, ``prefill``, ``generating``)."""
 
     rid: int
-    phase: str
+    phase: Phase
 
 
 class Output(NamedTuple):
     """A chunk of stream ``rid`` (one that carries more than text and token ids)."""
 
     rid: int
-    chunk: Any
+    chunk: Chunk
 
 
 class Delta(NamedTuple):
@@ -162,7 +174,7 @@ class End(NamedTuple):
 
 
 class Result(NamedTuple):
-    """The value of :class:`Call` or :class:`Run` ``rid``."""
+    """The value of :class:`Call` or :class:`Run` ``rid`` (what the method or the run returned)."""
 
     rid: int
     value: Any
@@ -177,7 +189,7 @@ class Error(NamedTuple):
 
 Message = Init | Stream | Call | Cancel | Run | Ready | Failed | PhaseReport | Output | Delta | End | Result | Error
 
-_TYPES: dict[int, Any] = {
+_TYPES: dict[int, type[Message]] = {
     Kind.INIT: Init,
     Kind.READY: Ready,
     Kind.FAILED: Failed,
@@ -195,7 +207,7 @@ _TYPES: dict[int, Any] = {
 #: message type -> its kind as a plain int (an IntEnum member pickles as slowly as a class instance)
 _KINDS: dict[type, int] = {cls: int(kind) for kind, cls in _TYPES.items()}
 #: kind -> message type, indexed by the int
-_BY_KIND: tuple[Any, ...] = tuple(_TYPES.get(i) for i in range(max(_TYPES) + 1))
+_BY_KIND: tuple[type[Message] | None, ...] = tuple(_TYPES.get(i) for i in range(max(_TYPES) + 1))
 
 
 class ProtocolError(ValueError):
@@ -277,19 +289,17 @@ class Served(Protocol):
     """What a worker serves once :class:`Init` opened it."""
 
     @property
-    def info(self) -> Any:
+    def info(self) -> list[str] | None:
         """What :class:`Ready` carries."""
 
     def handle(self, message: Message) -> None:
         """One message from the caller (on the thread that reads them: hand long work to another)."""
 
 
-def serve(open_served: Callable[[Any, Send], Served], ahead: Callable[[], object] | None = None) -> NoReturn:
+def serve(open_served: Callable[[Any, Send], Served]) -> NoReturn:
     """A worker's main: serve what :class:`Init` names until the input ends, then exit at once.
 
-    ``open_served(spec, send)`` opens it (an error there goes back as :class:`Failed`). ``ahead()``
-    runs before :class:`Init` is read: what opening anything will need (a worker started ahead of
-    its first call does it while it waits; it must not fail: the opening says what went wrong). Ctrl-C in
+    ``open_served(spec, send)`` opens it (an error there goes back as :class:`Failed`). Ctrl-C in
     the terminal reaches the whole process group: the caller handles it (and cancels its calls),
     so the worker ignores it and a frame is never torn. A first frame that is not :class:`Init`
     ends the worker. At the end of the input the worker exits without cancelling anything: a
@@ -303,8 +313,6 @@ def serve(open_served: Callable[[Any, Send], Served], ahead: Callable[[], object
     def send(message: Message) -> None:
         write_frame(out, message, lock)
 
-    if ahead is not None:
-        ahead()
     init = read_frame(inp)
     if isinstance(init, Init):
         try:
@@ -338,6 +346,8 @@ def reap(proc: subprocess.Popen[bytes], timeout: float | None = None) -> int:
     Returns:
         its exit code.
     """
+    import subprocess  # the caller's side only (see spawn)
+
     _close(proc.stdin)
     try:
         code = proc.wait(timeout=timeout)

@@ -38,25 +38,19 @@ def lazy_names(
     package: str,
     names: Mapping[str, str],
     computed: Mapping[str, Callable[[], Any]] | None = None,
-    ahead: Mapping[str, Callable[[], object]] | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package``.
 
     ``names`` maps each lazy public name to its module, relative to ``package``; ``computed``
-    maps names whose value a function gives (``__version__``); ``ahead`` maps names to what
-    runs just before their module is imported the first time (a face's LLM class starts its
-    worker there, so the worker starts while the framework imports).
+    maps names whose value a function gives (``__version__``).
     """
     namespace = sys.modules[package].__dict__
     computed = computed or {}
-    ahead = ahead or {}
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - the module attribute hook
         if name in computed:
             value = computed[name]()
         elif name in names:
-            if name in ahead:
-                ahead[name]()
             value = getattr(importlib.import_module(names[name], package), name)
         else:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -4,7 +4,7 @@
 the same values as plain data (:class:`~ryzenai_core.call_options.CallOptions`), which is what a
 session runs and a worker receives. Precedence for sampling: the caller's value, then the
 package's ``search`` section of genai_config.json, then the library default. Only values that
-are set are sent to the runtime (:func:`resolve_search`).
+are set are sent to the runtime (:func:`~ryzenai_core.call_options.resolve_search`).
 """
 
 from __future__ import annotations
@@ -27,33 +27,23 @@ from pydantic import (
 )
 
 from .call_options import (
-    ENV_EXECUTION,
-    PROVIDERS,
     CallOptions,
     Execution,
     FormatSpec,
     GuidanceSpec,
     check_runtime_settings,
     forces_tool,
-    llm_execution,
-    resolve_search,
 )
 from .errors import InvalidRequestError
 
 __all__ = [
-    "PROVIDERS",
     "GenerationOptions",
     "ModelName",
     "Provider",
     "Guidance",
     "ResponseFormat",
-    "resolve_search",
     "response_format_from",
-    "ENV_EXECUTION",
-    "Execution",
-    "check_runtime_settings",
     "execution_setting",
-    "llm_execution",
     "tool_choice_from",
     "validated_options",
 ]

@@ -20,10 +20,11 @@
 from __future__ import annotations
 
 import os
-import runpy
-import subprocess
 import sys
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:  # the caller's side imports it when it starts a worker; a worker does not
+    import subprocess
 
 __all__ = [
     "WORKER_FLAG",
@@ -63,6 +64,8 @@ def worker_stderr() -> int | None:
     soon reused (by a pipe to a worker, a file), so a host that lost it never hands it on.
     """
     if sys.__stderr__ is None or not _STDERR_AT_IMPORT or not _stderr_open():
+        import subprocess
+
         return subprocess.DEVNULL
     return None
 
@@ -96,6 +99,8 @@ def worker_command(module: str, *, frozen: bool | None = None, executable: str |
 
 def popen_worker(module: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     """Start ``module`` as a worker, with pipes on its stdin and stdout (``kwargs`` go to Popen)."""
+    import subprocess
+
     flags = creation_flags()
     if flags:
         kwargs["creationflags"] = kwargs.get("creationflags", 0) | flags
@@ -144,5 +149,7 @@ def freeze_support() -> None:
     module = argv[2]
     if module not in WORKER_MODULES:
         raise SystemExit(f"{WORKER_FLAG} {module!r}: not a worker; expected one of {', '.join(WORKER_MODULES)}")
+    import runpy
+
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     raise SystemExit(0)

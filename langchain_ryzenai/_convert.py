@@ -12,7 +12,9 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk
 
-from ryzenai_core import ChatMessage, Chunk, InvalidRequestError, ToolCall
+from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.generation.streaming import Chunk
+from ryzenai_core.messages import ChatMessage, Role, ToolCall
 from ryzenai_core.prompt.formats import parse_arguments
 
 __all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
@@ -20,6 +22,14 @@ __all__ = ["PROVIDER", "generation_chunk", "to_core_messages"]
 PROVIDER = "ryzenai"
 
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+#: The roles a LangChain ChatMessage may have -> the core's.
+_CHAT_ROLES: dict[str, Role] = {
+    "system": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+}
 _UNSUPPORTED_BLOCKS = frozenset(
     {"audio", "input_audio", "file", "input_file", "video", "document", "text-plain", "image_file", "media"}
 )
@@ -146,8 +156,8 @@ def to_core_messages(messages: Sequence[BaseMessage]) -> list[ChatMessage]:
             name = message.name or call_names.get(message.tool_call_id)
             out.append(ChatMessage("tool", content, tool_call_id=message.tool_call_id, name=name))
         elif isinstance(message, LCChatMessage):
-            role = {"human": "user", "ai": "assistant"}.get(message.role, message.role)
-            if role not in ("system", "user", "assistant"):
+            role = _CHAT_ROLES.get(message.role)
+            if role is None:
                 raise InvalidRequestError(
                     f"message #{i} has role {message.role!r}; ChatRyzenAI renders system, user (human), "
                     "assistant (ai) and tool messages (use ToolMessage for tool results)"
@@ -176,12 +186,13 @@ def _usage(chunk: Chunk) -> UsageMetadata | None:
 
 def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
     """What the last chunk reports: why it ended, which package and provider, timings and the budget plan."""
+    finish = _finish_reason(chunk)
     meta: dict[str, Any] = {
         "model_name": model_name,
         "model_provider": PROVIDER,
         "execution_provider": chunk.provider,
-        "finish_reason": chunk.finish_reason,
-        "stop_reason": _STOP_REASONS.get(str(chunk.finish_reason), chunk.finish_reason),
+        "finish_reason": finish,
+        "stop_reason": None if finish is None else _STOP_REASONS.get(finish, finish),
     }
     if chunk.stop_sequence is not None:
         meta["stop_reason"], meta["stop_sequence"] = "stop_sequence", chunk.stop_sequence
@@ -213,4 +224,9 @@ def generation_chunk(chunk: Chunk, model_name: str) -> ChatGenerationChunk:
         response_metadata=meta,
         chunk_position="last",
     )
-    return ChatGenerationChunk(message=message, generation_info={"finish_reason": chunk.finish_reason})
+    return ChatGenerationChunk(message=message, generation_info={"finish_reason": _finish_reason(chunk)})
+
+
+def _finish_reason(chunk: Chunk) -> str | None:
+    """The finish reason as LangChain's metadata holds it: a plain string (``"stop"``, ``"length"``, ...)."""
+    return None if chunk.finish_reason is None else chunk.finish_reason.value

@@ -15,7 +15,7 @@ import pydantic
 from langchain_core.language_models import BaseChatModel
 from pydantic import AliasChoices
 
-from ryzenai_core import InvalidRequestError
+from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.faces import did_you_mean
 
 #: What the core's options are called in this face, for error messages.

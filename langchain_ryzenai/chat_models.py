@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -39,10 +39,10 @@ from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator, model_validator
 from typing_extensions import Self
 
-from ryzenai_core import InvalidRequestError, Request
+from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
 from ryzenai_core.options import ModelName, validated_options
-from ryzenai_core.package.capabilities import read_capabilities
+from ryzenai_core.request import Request
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
 from ._options import (
@@ -56,13 +56,13 @@ from ._options import (
     normalised,
 )
 from ._parsers import StrictJsonOutputParser
-from ._profile import model_profile
+from ._profile import PackageProfile
 from ._shared import PublicSerialization
 
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile
 
-    from ryzenai_core import Engine
+    from ryzenai_core.engine.engine import Engine
 
 __all__ = ["ChatRyzenAI"]
 
@@ -75,14 +75,13 @@ _PROFILE_WITHOUT_HOOK = "profile" in BaseChatModel.model_fields and not hasattr(
 
 
 # ---------------------------------------------------------------------- the chat model
-class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
     """Chat model on an AMD Ryzen AI model package (ONNX Runtime GenAI), for LangChain.
 
     Runs the package's own chat template and tokenizer, knows its context budget (prompt
     limit, prefill buckets, window), and streams from a worker process so the caller's
-    event loop stays responsive. The model loads on the first call (the worker process starts
-    when this class is first imported, or when the model object is built, so that call finds
-    it started).
+    event loop stays responsive. Building the model object reads and starts nothing: the
+    worker process starts and the model loads on the first call.
 
     Setup:
         On a Ryzen AI PC, in the environment of the Ryzen AI installer::
@@ -241,20 +240,26 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ign
 
     # ------------------------------------------------------------------ LangChain identity
     def _resolve_model_profile(self) -> ModelProfile | None:
-        """The package's limits and features as LangChain's ``profile`` (read from its files, no model load).
+        """The package's limits and features as LangChain's ``profile``, read from its files when first used.
 
         ``max_input_tokens`` is the prompt limit of the Ryzen AI release the package is planned
-        for (``release``, else the folder name, else the installed runtime). None when the
-        package cannot be read yet (a repository not downloaded, a config that is an LFS
-        pointer): construction never fails over it, the first call says what is wrong.
+        for (``release``, else the folder name, else the installed runtime). A package that cannot
+        be read yet has an empty profile (see :class:`~langchain_ryzenai._profile.PackageProfile`).
         """
-        caps = read_capabilities(self.model, release=self.release, chat_template=self.chat_template)
-        return None if caps is None else model_profile(caps)
+        return cast("ModelProfile", PackageProfile(self.model, self.release, self.chat_template))
 
     @model_validator(mode="after")
     def _profile_on_older_cores(self) -> Self:
         if _PROFILE_WITHOUT_HOOK and self.profile is None:
             self.profile = self._resolve_model_profile()
+        return self
+
+    @model_validator(mode="after")
+    def _check_profile_keys(self) -> Self:
+        """LangChain's check of a given profile's keys (its validator of this name would read the package's now)."""
+        check = getattr(BaseChatModel, "_check_profile_keys", None)
+        if check is not None and not isinstance(self.profile, PackageProfile):
+            check(self)
         return self
 
     @property

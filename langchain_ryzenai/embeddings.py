@@ -18,7 +18,7 @@ from ._shared import CheckedEncoder
 __all__ = ["RyzenAIEmbeddings"]
 
 
-class RyzenAIEmbeddings(CheckedEncoder, EmbeddingSettings, Embeddings, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIEmbeddings(CheckedEncoder, EmbeddingSettings, Embeddings, Serializable):
     """Embeddings from an ONNX embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a folder as Hugging Face ships sentence-transformers models

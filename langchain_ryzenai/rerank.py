@@ -30,7 +30,7 @@ from ._shared import CheckedEncoder
 __all__ = ["RyzenAIRerank"]
 
 
-class RyzenAIRerank(CheckedEncoder, RerankSettings, BaseDocumentCompressor, Serializable):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIRerank(CheckedEncoder, RerankSettings, BaseDocumentCompressor, Serializable):
     """Rerank retrieved documents with a cross-encoder on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a cross-encoder folder as Hugging Face ships them (``config.json`` with a

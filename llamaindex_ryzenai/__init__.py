@@ -6,23 +6,22 @@
 ``BucketPackingPostprocessor`` fills retrieved context up to the NPU's prefill bucket edges.
 
 Each class loads with its module on first use: an LLM does not import the embedding, rerank
-and postprocessor machinery. The LLM's first import starts its model worker before LlamaIndex's
-own import, which it runs beside (see :mod:`ryzenai_core.engine.spare`;
-``RYZENAI_LLM_EXECUTION=inline`` starts none).
+and postprocessor machinery. Importing a class or building a model object starts nothing: the
+model's worker process starts with its first call.
 """
 
 from __future__ import annotations
 
 import typing
 
-from ryzenai_core.engine.spare import start_spare_ahead
 from ryzenai_core.lazy import lazy_names, require_framework
 
 require_framework("llama_index.core", "llamaindex", "llamaindex_ryzenai")
 
 if typing.TYPE_CHECKING:
+    from ._tokens import PackageTokenizer
     from .embeddings import RyzenAIEmbedding
-    from .llms import PackageTokenizer, RyzenAILLM
+    from .llms import RyzenAILLM
     from .postprocessor import BucketPackingPostprocessor
     from .rerank import RyzenAIRerank
 
@@ -31,7 +30,7 @@ if typing.TYPE_CHECKING:
 #: The public names imported on first use -> the module that defines them.
 _LAZY = {
     "BucketPackingPostprocessor": ".postprocessor",
-    "PackageTokenizer": ".llms",
+    "PackageTokenizer": "._tokens",
     "RyzenAIEmbedding": ".embeddings",
     "RyzenAILLM": ".llms",
     "RyzenAIRerank": ".rerank",
@@ -44,9 +43,7 @@ def _version() -> str:
     return str(ryzenai_core.__version__)
 
 
-#: The LLM's worker (its tokenizer's too) starts before the framework's import, which then runs beside it.
-_AHEAD = dict.fromkeys(("PackageTokenizer", "RyzenAILLM"), start_spare_ahead)
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version}, ahead=_AHEAD)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version})
 
 
 __all__ = [

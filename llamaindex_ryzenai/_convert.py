@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import ImageDocument, ImageNode
 
-from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.errors import GenerationError, InvalidRequestError
 from ryzenai_core.generation.streaming import Chunk, Completion
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
@@ -160,7 +161,11 @@ def tool_selections(message: ChatMessage) -> list[ToolSelection]:
 
 
 class ResponseFold:
-    """Folds core chunks into LlamaIndex chat responses, one per chunk with news."""
+    """Folds core chunks into LlamaIndex chat responses: a stream's, one per chunk with news (:meth:`add`).
+
+    Each response holds the whole message so far; a call that is not streamed folds every chunk
+    first (:meth:`fold`) and builds one response, from its last chunk (:meth:`response`).
+    """
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
@@ -179,19 +184,49 @@ class ResponseFold:
 
     def add(self, chunk: Chunk) -> ChatResponse | None:
         """Fold one chunk; return the response to emit (None when the chunk brought nothing)."""
+        self.fold(chunk)
+        return self.response(chunk)
+
+    def fold(self, chunk: Chunk) -> None:
+        """Fold one chunk into the answer, building no response."""
         self.answer.add(chunk)
-        final = chunk.finish_reason is not None
-        if not (final or chunk.text or chunk.reasoning or chunk.tool_calls):
+
+    def whole(self, chunks: Generator[Chunk, None, None]) -> ChatResponse:
+        """The one response of an answer that is not streamed: every chunk folded, built once from the last."""
+        last = None
+        with contextlib.closing(chunks):
+            for last in chunks:
+                self.fold(last)
+        return self._final(last)
+
+    async def awhole(self, chunks: AsyncGenerator[Chunk, None]) -> ChatResponse:
+        """Async twin of :meth:`whole`."""
+        last = None
+        async with contextlib.aclosing(chunks):
+            async for last in chunks:
+                self.fold(last)
+        return self._final(last)
+
+    def _final(self, last: Chunk | None) -> ChatResponse:
+        response = self.response(last) if last is not None else None
+        if response is None:
+            raise GenerationError("the model's answer ended without its final chunk")
+        return response
+
+    def response(self, chunk: Chunk) -> ChatResponse | None:
+        """The response for ``chunk``, the last chunk folded (None when it brought nothing and is not the last)."""
+        finish = chunk.finish_reason
+        if not (finish is not None or chunk.text or chunk.reasoning or chunk.tool_calls):
             return None
         extra: dict[str, Any] = {}
         raw: dict[str, Any] | None = None
         if chunk.reasoning:
             extra["thinking_delta"] = chunk.reasoning
-        if final:
+        if finish is not None:
             usage = chunk.usage.to_dict() if chunk.usage is not None else {}
             plan = chunk.plan.to_dict() if chunk.plan is not None else None
             extra.update(usage)
-            extra["finish_reason"] = chunk.finish_reason
+            extra["finish_reason"] = finish.value  # a plain string, as LlamaIndex's LLMs give
             extra["execution_provider"] = chunk.provider
             extra["budget_plan"] = plan
             if chunk.dropped_messages:
@@ -202,7 +237,7 @@ class ResponseFold:
                 "model": self.model_name,
                 "execution_provider": chunk.provider,
                 "usage": usage,
-                "finish_reason": chunk.finish_reason,
+                "finish_reason": finish.value,
                 "stop_sequence": chunk.stop_sequence,
                 "budget_plan": plan,
                 "dropped_messages": chunk.dropped_messages,

@@ -15,7 +15,7 @@ from ._fields import checked_fields
 __all__ = ["RyzenAIEmbedding"]
 
 
-class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):
     """A LlamaIndex embedding model on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is an embedding folder (Hugging Face's sentence-transformers layout with

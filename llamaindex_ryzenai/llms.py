@@ -6,7 +6,8 @@ retries, timeouts)::
 
     chat / stream_chat / complete / ... (and async)   LlamaIndex's decorators fire its events
       -> _request: messages (or messages_to_prompt's text) and fields + call kwargs -> Request
-      -> Engine.run / Engine.arun -> core chunks -> ResponseFold: a ChatResponse per chunk
+      -> Engine.run / Engine.arun -> core chunks -> ResponseFold: a ChatResponse per chunk (streams),
+         or the chunks folded and one ChatResponse (chat, complete and their async twins)
 
 ``metadata.context_window`` is what LlamaIndex's PromptHelper must see so that what it packs,
 counted with ``Settings.tokenizer``, fits the package's real prompt limit: see
@@ -22,7 +23,6 @@ import json
 import logging
 import math
 import threading
-from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # the engine and the template machinery load when the model i
     from ryzenai_core.package.budget import ContextBudget
     from ryzenai_core.prompt.templates import ChatTemplate
 
-__all__ = ["PackageTokenizer", "RyzenAILLM"]
+__all__ = ["RyzenAILLM"]
 
 dispatcher = get_dispatcher(__name__)
 
@@ -120,14 +120,13 @@ _CALL_KWARGS = _OPTION_KWARGS | {
 _SHARED_PRIVATE = ("_engine", "_tokenizer")
 
 
-class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAILLM(StructuredOutput, LLMSettings):
     """A Ryzen AI model package as a LlamaIndex LLM: query engines, chat engines, agents.
 
     Construction is cheap: nothing is read or loaded until the first call (or ``metadata``,
     which needs the tokenizer). The model runs in a worker process by default
-    (``execution="process"``), shared with every adapter that names the same folder; the
-    class's first import (or building the model object) starts that process at once, so the
-    first call finds it started.
+    (``execution="process"``), shared with every adapter that names the same folder; that
+    process starts with the first call.
 
     An unknown field is an error (with the closest accepted name); ``max_tokens``, the name
     LlamaIndex's OpenAI-style LLMs use, is accepted for ``max_new_tokens``. Copies
@@ -479,8 +478,8 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
     # ------------------------------------------------------------------ chat
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        """The whole answer (the aggregate of the stream)."""
-        return _last(self._stream(messages, kwargs))
+        """The whole answer (one response, built once the answer is complete)."""
+        return ResponseFold(self.model).whole(self.engine.run(self._request(messages, kwargs)))
 
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
@@ -490,7 +489,7 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """Async twin of :meth:`chat`; never blocks the event loop in ``process`` execution."""
-        return await _alast(self._astream(messages, kwargs))
+        return await ResponseFold(self.model).awhole(self.engine.arun(self._request(messages, kwargs)))
 
     @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
@@ -510,7 +509,7 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
         multimodal LLMs' argument) go before the text in the user message, for vision packages.
         """
         messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
-        return to_completion(_last(self._stream(messages, kwargs, raw)))
+        return to_completion(ResponseFold(self.model).whole(self.engine.run(self._request(messages, kwargs, raw))))
 
     @llm_completion_callback()
     def stream_complete(
@@ -526,7 +525,8 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
     ) -> CompletionResponse:
         """Async twin of :meth:`complete`."""
         messages, raw = completion_messages(prompt, formatted, image_documents, self._completion_to_prompt())
-        return to_completion(await _alast(self._astream(messages, kwargs, raw)))
+        fold = ResponseFold(self.model)
+        return to_completion(await fold.awhole(self.engine.arun(self._request(messages, kwargs, raw))))
 
     @llm_completion_callback()
     async def astream_complete(
@@ -586,13 +586,3 @@ class RyzenAILLM(StructuredOutput, LLMSettings):  # type: ignore[misc]  # mypy r
         return calls
 
 
-# ---------------------------------------------------------------------- helpers
-def _last(responses: ChatResponseGen) -> ChatResponse:
-    with contextlib.closing(responses):
-        return deque(responses, maxlen=1).pop()  # the core always sends a final chunk
-
-
-async def _alast(responses: ChatResponseAsyncGen) -> ChatResponse:
-    async with contextlib.aclosing(responses):
-        last = [r async for r in responses]
-    return last[-1]

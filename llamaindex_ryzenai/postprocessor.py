@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -161,14 +162,15 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
                 and outcome.counted <= helper_room
             )
 
-        options = {
-            "default_count": self.default_top_n,
-            "max_new_tokens": num_output,
-            "max_context_loss": self.max_context_loss,
-            "allow_partial": self.allow_partial,
-            "min_partial_tokens": self.min_partial_tokens,
-        }
-        first = pack_context(budget, base, counts, **options)
+        pack = partial(
+            pack_context,
+            default_count=self.default_top_n,
+            max_new_tokens=num_output,
+            max_context_loss=self.max_context_loss,
+            allow_partial=self.allow_partial,
+            min_partial_tokens=self.min_partial_tokens,
+        )
+        first = pack(budget, base, counts)
         default = measure(first.default)
         best: tuple[PackingPlan, _Outcome] | None = None
         limit: int | None = None
@@ -177,13 +179,7 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
             plan = (
                 first
                 if limit is None and shift == 0
-                else pack_context(
-                    budget,
-                    base - shift,
-                    counts,
-                    limit=limit,
-                    **options,
-                )
+                else pack(budget, base - shift, counts, limit=limit)
             )
             outcome = measure(plan.packed)
             if fits(outcome, plan):

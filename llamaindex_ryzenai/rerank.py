@@ -23,7 +23,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from ryzenai_core import InvalidRequestError
+from ryzenai_core.errors import InvalidRequestError
 from ryzenai_core.rerank.engine import RerankSettings
 
 from ._fields import checked_fields
@@ -33,7 +33,7 @@ __all__ = ["RyzenAIRerank"]
 dispatcher = get_dispatcher(__name__)
 
 
-class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):  # type: ignore[misc]  # mypy reads ryzenai_core as Any
+class RyzenAIRerank(BaseNodePostprocessor, RerankSettings):
     """Rerank retrieved nodes with a cross-encoder on the Ryzen AI NPU (or the CPU elsewhere).
 
     ``model`` is a cross-encoder folder as Hugging Face ships them (``config.json`` with a

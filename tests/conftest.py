@@ -75,12 +75,10 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
     import onnxruntime_genai as og
 
     from ryzenai_core.embeddings import runner
-    from ryzenai_core.engine import spare
+    from ryzenai_core.engine import client
 
     monkeypatch.setattr(og, "Model", refuse)
-    spare.stop_spare()  # the one a face's import started while the tests were collected
-    monkeypatch.setattr(spare, "popen_worker", refuse)  # every model worker starts there
-    monkeypatch.setattr(spare, "start_spare", lambda **_: None)  # building a model object starts none here
+    monkeypatch.setattr(client, "popen_worker", refuse)  # every model worker starts there
     monkeypatch.setattr(runner, "popen_worker", refuse)
     try:
         import onnxruntime as ort

@@ -4,8 +4,8 @@
 ``registry`` the one registry of shared engines (by settings, NPU identity and name);
 ``inflight`` the in-flight call and its one wait loop; ``inline`` the inline backend (a
 producer thread per generation); ``client`` the worker client (one reader thread per worker,
-resend, stuck-worker replacement, start); ``spare`` the worker started ahead (when a face's LLM
-class is imported, or a model object built), before any package is named; ``worker`` the worker
-process (``python -m ryzenai_core.engine.worker``) that owns a session. May import the shared modules,
-package, prompt and generation; nothing imports it but the faces and the core's face.
+resend, stuck-worker replacement, start: a worker process starts with its engine's first call);
+``worker`` the worker process (``python -m ryzenai_core.engine.worker``) that owns a session.
+May import the shared modules, package, prompt and generation; nothing imports it but the faces
+and the core's face.
 """

@@ -22,6 +22,7 @@ from ..generation.call import Phase
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk
 from ..ipc import (
+    PIPE_BUFFER,
     Call,
     Cancel,
     Delta,
@@ -42,10 +43,10 @@ from ..ipc import (
     write_frame,
 )
 from ..messages import RawPrompt
+from ..spawn import popen_worker
 from .inflight import Backend, PendingCall
-from .spare import start_worker, take_spare
 
-__all__ = ["START_TIMEOUT", "STUCK_GRACE", "WorkerClient", "read_first_frame"]
+__all__ = ["START_TIMEOUT", "STUCK_GRACE", "WORKER_MODULE", "WorkerClient", "read_first_frame"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ logger = logging.getLogger(__name__)
 STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
 #: Seconds a new worker process may take to start and open the package (not to load the model).
 START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
+#: The module a model worker runs.
+WORKER_MODULE = "ryzenai_core.engine.worker"
 
 
 def read_first_frame(proc: subprocess.Popen[bytes]) -> Message | None:
@@ -96,6 +99,13 @@ class WorkerClient(Backend):
 
     One reader thread per worker reads every frame and hands it to its call (sync, async or
     concurrent alike); a caller only ever waits on its own queue, with its deadline.
+
+    Its state is written by callers, resends, the reader thread and stuck-call timers, each
+    part under one lock: the worker process (``_proc``) under ``_start_lock``; the tables of
+    requests in flight (``_handlers``, ``_sent_to``, ``_streams``), the stream the worker runs
+    (``_running``), the worker the model was loaded in and the phase of every stream it sent
+    (the worker's reports move it on) under ``_lock``; frames to the worker under
+    ``_write_lock``. A handler is called outside ``_lock`` (it may resend, which takes it).
     """
 
     def __init__(self, key: SessionKey) -> None:
@@ -103,13 +113,14 @@ class WorkerClient(Backend):
         self._proc: subprocess.Popen[bytes] | None = None
         self._start_lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._lock = threading.Lock()
         self._handlers: dict[int, Callable[[Message], None]] = {}
         self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
         self._streams: dict[int, PendingCall] = {}  # open streams, oldest first
         self._running: int | None = None  # the stream the worker is working on
         self._loaded_pid: int | None = None
         self._ids = itertools.count(1)
-        self._closed = False
+        self._closed = False  # set once, by close()
 
     # -- process management
     def _ensure(self) -> subprocess.Popen[bytes]:
@@ -120,7 +131,7 @@ class WorkerClient(Backend):
                 return proc
             if self._closed:  # a call still in flight (a resend) after close(): no new worker
                 raise WorkerDiedError("the engine was closed during the call")
-            proc = take_spare() or start_worker()  # the one started ahead, when one waits
+            proc = popen_worker(WORKER_MODULE, bufsize=PIPE_BUFFER)
             assert proc.stdin is not None and proc.stdout is not None
             try:
                 write_frame(proc.stdin, Init(self.key), self._write_lock)
@@ -146,7 +157,8 @@ class WorkerClient(Backend):
         proc = self._ensure()
         if self._loaded_pid != proc.pid:
             self.call("load")
-            self._loaded_pid = proc.pid
+            with self._lock:
+                self._loaded_pid = proc.pid
 
     def _read(self, proc: subprocess.Popen[bytes]) -> None:
         """The reader thread: hands every frame from the worker to its call until the pipe ends.
@@ -173,37 +185,44 @@ class WorkerClient(Backend):
     def _dispatch(self, msg: Message) -> None:
         """Hand a message from the worker to its call."""
         if isinstance(msg, PhaseReport):
-            self._running = msg.rid
-            stream = self._streams.get(msg.rid)
-            if stream is not None:
-                stream.control.phase = Phase(msg.phase)
+            with self._lock:
+                self._running = msg.rid
+                stream = self._streams.get(msg.rid)
+                if stream is not None:
+                    stream.control.phase = msg.phase
             return
         if isinstance(msg, (End, Error)):
-            if self._running == msg.rid:
-                self._running = None
-        elif not isinstance(msg, (Delta, Output, Result)):
+            with self._lock:
+                if self._running == msg.rid:
+                    self._running = None
+                handler = self._handlers.get(msg.rid)
+        elif isinstance(msg, (Delta, Output, Result)):
+            with self._lock:
+                handler = self._handlers.get(msg.rid)
+        else:
             return  # nothing a call waits for (a worker speaks first only once)
-        handler = self._handlers.get(msg.rid)
         if handler is not None:
             handler(msg)
 
     def _died(self, proc: subprocess.Popen[bytes]) -> None:
         """The worker's pipe ended (it exited, was killed or closed, or tore a frame): fail its calls."""
         code = reap(proc)
-        if self._running is not None and self._sent_to.get(self._running) == proc.pid:
-            self._running = None
         err = WorkerDiedError(
             f"the model worker process (pid {proc.pid}) exited with code {code} during the call; "
             "the next call starts a new worker"
         )
-        for rid, handler in list(self._handlers.items()):
-            if self._sent_to.get(rid) == proc.pid:
-                handler(Error(rid, err))
+        with self._lock:
+            if self._running is not None and self._sent_to.get(self._running) == proc.pid:
+                self._running = None
+            failed = [(rid, handler) for rid, handler in self._handlers.items() if self._sent_to.get(rid) == proc.pid]
+        for rid, handler in failed:
+            handler(Error(rid, err))
 
     def _send(self, message: Stream | Call) -> None:
         proc = self._ensure()
         assert proc.stdin is not None
-        self._sent_to[message.rid] = proc.pid
+        with self._lock:
+            self._sent_to[message.rid] = proc.pid
         try:
             write_frame(proc.stdin, message, self._write_lock)
         except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
@@ -212,14 +231,21 @@ class WorkerClient(Backend):
             ) from exc
 
     def _register(self, handler: Callable[[Message], None]) -> int:
-        rid = next(self._ids)
-        self._handlers[rid] = handler
+        with self._lock:
+            rid = next(self._ids)
+            self._handlers[rid] = handler
         return rid
 
     def _forget(self, rid: int) -> None:
-        self._handlers.pop(rid, None)
-        self._sent_to.pop(rid, None)
-        self._streams.pop(rid, None)
+        with self._lock:
+            self._handlers.pop(rid, None)
+            self._sent_to.pop(rid, None)
+            self._streams.pop(rid, None)
+
+    def _waiting(self, rid: int) -> bool:
+        """Whether request ``rid`` still has a caller (it was not forgotten or orphaned)."""
+        with self._lock:
+            return rid in self._handlers
 
     # -- calls
     def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
@@ -260,8 +286,9 @@ class WorkerClient(Backend):
 
             call.rid = self._register(handler)
         control, request = call.control, call.request
-        control.phase = Phase.QUEUED
-        self._streams[call.rid] = call
+        with self._lock:
+            control.phase = Phase.QUEUED
+            self._streams[call.rid] = call
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
         try:
             self._send(Stream(call.rid, messages, as_call_options(request.options), control.timeout))
@@ -272,42 +299,45 @@ class WorkerClient(Backend):
 
     def _resend(self, call: PendingCall) -> None:
         """Send a call whose worker died before any output to a new worker (unless its caller left)."""
-        if call.rid not in self._handlers:
+        if not self._waiting(call.rid):
             return
         control = call.control
         # Loading the model in the new worker is no part of the call's time (as on a first call).
         # "queued" first: the caller then looks again every QUEUED_POLL seconds, so it sees the
         # deadline come back (it would otherwise block without one).
-        control.phase = Phase.QUEUED
+        with self._lock:
+            control.phase = Phase.QUEUED
         try:
             with control.cancel.paused():
                 self.ensure_loaded()
-            if call.rid in self._handlers:  # its caller may have left during the load
+            if self._waiting(call.rid):  # its caller may have left during the load
                 self.launch(call)
         except BaseException as exc:  # noqa: BLE001 - the caller gets why the new worker failed
             call.put(exc)
 
     def on_wait(self, call: PendingCall) -> None:
         """A waiting call looks at the streams ahead of it: one nobody reads is stopped."""
-        if call.control.phase != "queued":
+        if call.control.phase != Phase.QUEUED:
             return
-        for other_rid, other in list(self._streams.items()):
-            if other_rid >= call.rid:
-                break
+        with self._lock:
+            ahead = [(rid, other) for rid, other in self._streams.items() if rid < call.rid]
+        for other_rid, other in ahead:
             if other.control.phase != Phase.QUEUED and other.reader.preempt():
                 self._cancel(other_rid)
 
     def timed_out(self, call: PendingCall) -> GenerationTimeoutError:
         """Cancel a call that ran out of time; replace the worker if it cannot stop it."""
         self._cancel(call.rid)
-        if call.control.phase != "queued":
+        if call.control.phase != Phase.QUEUED:
             timer = threading.Timer(STUCK_GRACE, self._replace_if_stuck, args=(call.rid, self._proc))
             timer.daemon = True
             timer.start()
         return call.control.timeout_error()
 
     def _replace_if_stuck(self, rid: int, proc: subprocess.Popen[bytes] | None) -> None:
-        if proc is not None and self._running == rid and proc.poll() is None:
+        with self._lock:
+            running = self._running
+        if proc is not None and running == rid and proc.poll() is None:
             logger.warning(
                 "the model worker (pid %s) did not stop a call that ran out of time within %s s; replacing it",
                 proc.pid,
@@ -317,7 +347,8 @@ class WorkerClient(Backend):
 
     def orphan(self, call: PendingCall) -> None:
         """Forget a call nobody reads and cancel it in the worker."""
-        self._handlers.pop(call.rid, None)
+        with self._lock:
+            self._handlers.pop(call.rid, None)
         self._cancel(call.rid)
 
     def finish(self, call: PendingCall) -> None:
@@ -346,6 +377,7 @@ class WorkerClient(Backend):
     def close(self) -> None:
         """End the worker; calls in flight fail and none is sent to a new worker."""
         self._closed = True  # calls still in flight fail; none is sent to a new worker
-        proc, self._proc = self._proc, None
+        with self._start_lock:  # a worker starting now is ended too
+            proc, self._proc = self._proc, None
         if proc is not None:
             reap(proc, timeout=5)

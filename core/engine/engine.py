@@ -26,28 +26,28 @@ import json
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..call_options import as_call_options
+from ..call_options import Execution, as_call_options, check_runtime_settings, llm_execution
 from ..errors import InvalidRequestError
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
 from ..messages import ChatMessage, RawPrompt
-from ..options import ENV_EXECUTION, Execution, GenerationOptions, check_runtime_settings, llm_execution
+from ..options import GenerationOptions
 from ..package.budget import ContextBudget
 from ..package.folder import ModelPackage
 from ..package.hub import resolve_model
-from ..prompt.templates import ChatTemplate, PackageTemplates
 from ..request import Request
 from .client import WorkerClient
 from .registry import Registry, Slot, folder_identity
 
 if TYPE_CHECKING:  # the inline backend (and with it the session's modules) loads when an inline engine first runs
     from ..generation.session import Session
+    from ..prompt.templates import ChatTemplate, PackageTemplates
     from .inline import InlineBackend
 
-__all__ = ["ENV_EXECUTION", "Completion", "Engine", "Execution", "aaggregate", "aggregate"]
+__all__ = ["Engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +77,7 @@ class Engine:
         self.key = key
         self.execution = execution
         self.package = package or ModelPackage.open(key.path, release=key.release)
-        self._templates = PackageTemplates(self.package)
-        self.template = self._templates.default
+        self._templates: PackageTemplates | None = None  # the template machinery loads when a caller here needs it
         self._backend: InlineBackend | WorkerClient | None = None
         self._backend_lock = threading.Lock()
 
@@ -122,9 +121,19 @@ class Engine:
         """The package's context budget."""
         return self.package.budget
 
+    @property
+    def template(self) -> ChatTemplate:
+        """The package's chat template."""
+        return self.template_for(None)
+
     def template_for(self, chat_template: str | None = None) -> ChatTemplate:
         """The template a call with ``chat_template`` renders with (the package's when None)."""
-        return self._templates.get(chat_template)
+        templates = self._templates
+        if templates is None:
+            from ..prompt.templates import PackageTemplates
+
+            templates = self._templates = PackageTemplates(self.package)
+        return templates.get(chat_template)
 
     @property
     def backend(self) -> InlineBackend | WorkerClient:
@@ -158,8 +167,8 @@ class Engine:
         options: GenerationOptions | None = None,
         *,
         timeout: float | None = None,
-    ) -> Iterator[Chunk]:
-        """:meth:`run` of a request made of these parts."""
+    ) -> Generator[Chunk, None, None]:
+        """:meth:`run` of a request made of these parts (closing it cancels the generation)."""
         return self.run(_request(messages, options, timeout))
 
     def astream(
@@ -168,7 +177,7 @@ class Engine:
         options: GenerationOptions | None = None,
         *,
         timeout: float | None = None,
-    ) -> AsyncIterator[Chunk]:
+    ) -> AsyncGenerator[Chunk, None]:
         """:meth:`arun` of a request made of these parts."""
         return self.arun(_request(messages, options, timeout))
 

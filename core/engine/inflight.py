@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Callable, Generator
 
 from ..errors import GenerationTimeoutError, WorkerDiedError
 from ..generation import scheduler
-from ..generation.call import CallControl, CallSpec
+from ..generation.call import CallControl, CallSpec, Phase
 from ..generation.scheduler import ReadWatch, abandoned_error
 from ..generation.streaming import Chunk
 from ..request import Request
@@ -113,7 +113,7 @@ class PendingCall:
         """Whether a call whose worker died (``exc``) goes to a new worker (producer's side)."""
         if not isinstance(exc, WorkerDiedError) or self.started_output:
             return False
-        if self.control.phase == "queued" and not self.requeued:
+        if self.control.phase == Phase.QUEUED and not self.requeued:
             self.requeued = True  # it never started: not its own failure
             return True
         retries = self.control.spec.max_retries
@@ -239,14 +239,14 @@ def caller_deadline(control: CallControl) -> float | None:
     deadline = control.deadline  # read once: a resent call's is put aside while a new worker loads
     if deadline is None:
         return None
-    return deadline + (0.0 if control.phase == "queued" else REPORT_MARGIN)
+    return deadline + (0.0 if control.phase == Phase.QUEUED else REPORT_MARGIN)
 
 
 def wait_slice(control: CallControl) -> float | None:
     """How long a waiting caller blocks before it looks again (deadline, unread streams)."""
     deadline = caller_deadline(control)
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-    if control.phase != "queued":
+    if control.phase != Phase.QUEUED:
         return remaining
     poll = scheduler.QUEUED_POLL  # the scheduler's look at unread streams, from the caller's side
     return poll if remaining is None else min(remaining, poll)

@@ -6,7 +6,8 @@ import threading
 from typing import Any
 
 from ..errors import GenerationTimeoutError
-from ..generation.session import Session, SessionKey
+from ..generation.loader import SessionKey
+from ..generation.session import Session
 from ..request import Request
 from .inflight import Backend, PendingCall
 

@@ -19,13 +19,13 @@ worker exits when its stdin closes (the caller exited or closed it).
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from typing import Any
 
-from ..generation.call import CallControl, CallSpec, Cancellation
-from ..generation.session import Session, SessionKey
+from ..generation.call import CallControl, CallSpec, Cancellation, Phase
+from ..generation.loader import SessionKey
+from ..generation.session import Session
 from ..generation.streaming import Chunk
 from ..ipc import (
     Call,
@@ -43,9 +43,7 @@ from ..ipc import (
     serve,
 )
 
-__all__ = ["CALLS", "ModelWorker", "chunk_message", "main", "warm_up"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["CALLS", "ModelWorker", "chunk_message", "main"]
 
 
 def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
@@ -77,8 +75,8 @@ class _PhaseReporter:
     def __init__(self, send: Send, rid: int) -> None:
         self.send, self.rid = send, rid
 
-    def __call__(self, phase: str) -> None:
-        self.send(PhaseReport(self.rid, str(phase)))  # the wire carries the plain value
+    def __call__(self, phase: Phase) -> None:
+        self.send(PhaseReport(self.rid, phase))
 
 
 class ModelWorker:
@@ -141,28 +139,9 @@ class ModelWorker:
                 self.send(Error(item.rid, portable_exception(exc)))
 
 
-def warm_up() -> None:
-    """What the first call needs whatever the package, done before its :class:`~ryzenai_core.ipc.Init` is read.
-
-    A worker started ahead (:mod:`.spare`) waits for its Init while its caller still imports
-    the framework: these ~0.1 s are then off the first call's path. Nothing here may fail the
-    worker; the call that needs what failed says why.
-    """
-    try:
-        import huggingface_hub.constants  # noqa: F401 - the cache layout a package folder's name is read with
-        import numpy  # noqa: F401 - onnxruntime-genai's token ids are numpy arrays: its first encode imports it
-
-        from ..package.runtime import runtime_info
-        from ..prompt import structured  # noqa: F401 - every generation's request resolves its guidance there
-
-        runtime_info()  # the installed runtime, read from its distribution's metadata
-    except Exception as exc:  # noqa: BLE001 - see above
-        logger.debug("worker warm-up: %s", exc)
-
-
 def main() -> None:
     """Serve one model until stdin closes."""
-    serve(ModelWorker, warm_up)
+    serve(ModelWorker)
 
 
 if __name__ == "__main__":

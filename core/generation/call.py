@@ -31,7 +31,7 @@ __all__ = ["CallControl", "CallSpec", "Cancellation", "Phase", "timeout_error"]
 
 
 class Phase(StrEnum):
-    """Where a call is; str-valued, so messages and ``on_phase`` callbacks see ``"queued"``, ..."""
+    """Where a call is; str-valued, so messages and errors (``GenerationTimeoutError.phase``) read ``"queued"``, ..."""
 
     QUEUED = "queued"
     PREPARING = "preparing"
@@ -40,28 +40,28 @@ class Phase(StrEnum):
 
 
 _WHERE = {
-    "queued": "while it waited behind other calls on this model",
-    "preparing": "while the chat template and tokenizer prepared the prompt",
-    "prefill": "during the prefill of the {prompt_tokens}-token prompt",
-    "generating": "while generating, after {tokens} new tokens",
+    Phase.QUEUED: "while it waited behind other calls on this model",
+    Phase.PREPARING: "while the chat template and tokenizer prepared the prompt",
+    Phase.PREFILL: "during the prefill of the {prompt_tokens}-token prompt",
+    Phase.GENERATING: "while generating, after {tokens} new tokens",
 }
 
 
 def timeout_error(
     timeout: float | None,
-    phase: str,
+    phase: Phase,
     *,
     tokens: int = 0,
     prompt_tokens: int = 0,
     budget_name: str = "max_new_tokens",
 ) -> GenerationTimeoutError:
     """The error of a call that ran out of ``timeout`` in ``phase``."""
-    where = _WHERE.get(str(phase), f"while {phase}").format(tokens=tokens, prompt_tokens=prompt_tokens)
+    where = _WHERE[phase].format(tokens=tokens, prompt_tokens=prompt_tokens)
     return GenerationTimeoutError(
         f"the call ran out of its timeout={timeout} s {where} and was cancelled. The timeout counts "
         "waiting for the model, preparing the prompt, prefill and generation (not the one-time model load); "
         f"raise timeout, shorten the prompt or lower {budget_name}",
-        phase=str(phase),
+        phase=phase.value,
     )
 
 
@@ -141,7 +141,7 @@ class CallControl:
         self,
         spec: CallSpec | None = None,
         cancel: Cancellation | None = None,
-        on_phase: Callable[[str], None] | None = None,
+        on_phase: Callable[[Phase], None] | None = None,
     ) -> None:
         self.spec = spec or CallSpec()
         self.cancel = cancel or Cancellation()

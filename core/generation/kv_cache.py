@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequestError
-from ..package.reuse import ALIGN, NO_REWIND_TYPES, kv_reuse_default, kv_reuse_policy
+from ..package.reuse import ALIGN, NO_REWIND_TYPES, kv_reuse_default
 
 if TYPE_CHECKING:
     from ..package.folder import ModelPackage
 
-__all__ = ["ALIGN", "NO_REWIND_TYPES", "KVCache", "feed", "kv_reuse_default", "kv_reuse_policy", "reusable_prefix"]
+__all__ = ["KVCache", "feed", "reusable_prefix"]
 
 log = logging.getLogger("ryzenai_core")
 

@@ -13,14 +13,16 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequestError, ModelPackageError, RuntimeNotAvailableError, UnsupportedModelError
 from ..package.capabilities import load_problem
 from ..package.folder import ModelPackage
 from ..package.runtime import EpSearch, explain_ryzenai_failure, import_oga, prepare_ryzenai_runtime, runtime_info
-from ..prompt.templates import ChatTemplate
 from .token_bytes import TokenBytes
+
+if TYPE_CHECKING:  # a caller reads SessionKey here without the template machinery (jinja2)
+    from ..prompt.templates import ChatTemplate
 
 __all__ = ["Loaded", "SessionKey", "device_guess", "load_error", "load_model"]
 

@@ -25,22 +25,23 @@ from ..call_options import CallOptions, as_call_options, check_runtime_settings,
 from ..errors import ContextWindowExceededError, GenerationError, GuidanceUnsupportedError, InvalidRequestError
 from ..messages import ChatMessage, RawPrompt
 from ..package.folder import ModelPackage
+from ..package.reuse import kv_reuse_default
 from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
-from .call import CallControl, CallSpec, Phase, timeout_error
-from .kv_cache import KVCache, feed, kv_reuse_default
+from .call import CallControl, CallSpec, Phase
+from .kv_cache import KVCache, feed
 from .loader import Loaded, SessionKey, load_model
 from .prompt_builder import Prepared, PromptBuilder
-from .scheduler import FifoLock, ReadWatch, Scheduler
-from .stop import CANCELLED, LENGTH, StopChecker
-from .streaming import Chunk, IncrementalDecoder, OutputParser, Timings, Usage
+from .scheduler import ReadWatch, Scheduler
+from .stop import StopChecker
+from .streaming import Chunk, FinishReason, IncrementalDecoder, OutputParser, Timings, Usage
 from .tokens import Tokens
 
 if TYPE_CHECKING:
     from ..options import GenerationOptions
 
-__all__ = ["CallControl", "FifoLock", "Prepared", "Session", "SessionKey", "timeout_error"]
+__all__ = ["Session"]
 
 
 class Session:
@@ -197,7 +198,7 @@ class Session:
             return
         generator = None
         n = 0
-        finish: str | None = CANCELLED
+        finish: FinishReason | None = FinishReason.CANCELLED
         timings = Timings(queued=time.perf_counter() - t_wait)
         first_at: float | None = None
         generated: list[int] = []
@@ -233,7 +234,7 @@ class Session:
                     break
             stop.check_complete(finish, decoder, generated)
         except GeneratorExit:
-            finish = CANCELLED
+            finish = FinishReason.CANCELLED
             raise
         except (GenerationError, GuidanceUnsupportedError, InvalidRequestError):
             self._kv.discard(generator)
@@ -245,12 +246,12 @@ class Session:
             raise _generation_error(exc, guidance) from exc
         finally:
             if generator is not None:
-                if reuse and finish != CANCELLED:
+                if reuse and finish != FinishReason.CANCELLED:
                     self._kv.store(generator, prep.prompt_ids, n, signature, plan.window, prep.images)
                 else:
                     self._kv.discard(generator)
             self.scheduler.release()
-        if finish == CANCELLED:
+        if finish == FinishReason.CANCELLED:
             return
         content, reasoning = parser.feed(decoder.flush())
         c2, r2 = parser.finish()
@@ -264,7 +265,7 @@ class Session:
             text=content + c2,
             reasoning=reasoning + r2,
             tool_calls=list(parser.tool_calls),
-            finish_reason=stop.finish_reason(finish or LENGTH),
+            finish_reason=stop.finish_reason(finish or FinishReason.LENGTH),
             usage=Usage(len(prep.prompt_ids), n),
             timings=timings,
             plan=plan,

@@ -15,14 +15,9 @@ from typing import Any
 from ..errors import GenerationError
 from ..package.budget import BudgetPlan
 from .call import CallControl
-from .streaming import IncrementalDecoder, OutputParser
+from .streaming import FinishReason, IncrementalDecoder, OutputParser
 
-__all__ = ["CANCELLED", "LENGTH", "STOP", "TOOL_CALLS", "StopChecker"]
-
-STOP = "stop"
-LENGTH = "length"
-TOOL_CALLS = "tool_calls"
-CANCELLED = "cancelled"
+__all__ = ["StopChecker"]
 
 
 class StopChecker:
@@ -59,42 +54,42 @@ class StopChecker:
         self._max_new = plan.max_new_tokens
         self._parser = parser
 
-    def before_step(self, n: int) -> str | None:
+    def before_step(self, n: int) -> FinishReason | None:
         """Why the loop ends before generating token ``n + 1``, or None to go on.
 
         Raises:
             GenerationTimeoutError: the call's timeout ran out.
         """
         if n >= self._max_new:
-            return LENGTH
+            return FinishReason.LENGTH
         if self._is_cancelled():
-            return CANCELLED
+            return FinishReason.CANCELLED
         if self._deadline is not None and time.monotonic() > self._deadline:
             raise self._control.timeout_error(n)
         if self._is_done():
-            return STOP
+            return FinishReason.STOP
         return None
 
-    def after_token(self, token: int) -> str | None:
+    def after_token(self, token: int) -> FinishReason | None:
         """Why the loop ends at ``token`` before its text is reported (an end id), or None."""
-        return STOP if token in self._end_ids else None
+        return FinishReason.STOP if token in self._end_ids else None
 
-    def after_text(self) -> str | None:
+    def after_text(self) -> FinishReason | None:
         """Why the loop ends once the token's text was parsed (a stop string, the last tool call), or None."""
-        return STOP if self._parser.stopped else None
+        return FinishReason.STOP if self._parser.stopped else None
 
-    def finish_reason(self, finish: str) -> str:
+    def finish_reason(self, finish: FinishReason) -> FinishReason:
         """The reason the caller sees, once the parser has finished: a stop after tool calls is ``tool_calls``."""
-        return TOOL_CALLS if finish == STOP and self._parser.tool_calls else finish
+        return FinishReason.TOOL_CALLS if finish == FinishReason.STOP and self._parser.tool_calls else finish
 
-    def check_complete(self, finish: str, decoder: IncrementalDecoder, generated: list[int]) -> None:
+    def check_complete(self, finish: FinishReason, decoder: IncrementalDecoder, generated: list[int]) -> None:
         """Refuse constrained output cut off by the token limit (unless it was complete JSON just then).
 
         Raises:
             GenerationError: the output is not complete.
         """
         guidance, plan = self._guidance, self._plan
-        if finish != LENGTH or guidance is None or _complete_json(guidance, decoder, generated):
+        if finish != FinishReason.LENGTH or guidance is None or _complete_json(guidance, decoder, generated):
             return
         raise GenerationError(
             f"the constrained output ({guidance.type}) was not complete after {plan.max_new_tokens} "

@@ -18,12 +18,14 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compat import StrEnum
 from ..messages import ToolCall
 from ..package.budget import BudgetPlan
 
 __all__ = [
     "Chunk",
     "Completion",
+    "FinishReason",
     "IncrementalDecoder",
     "OutputParser",
     "StopFilter",
@@ -35,7 +37,17 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-FinishReason = str  # "stop" | "length" | "tool_calls" | "cancelled"
+class FinishReason(StrEnum):
+    """Why an answer ended; str-valued (``"stop"``, ...), the word OpenAI-style APIs use, which the faces pass on."""
+
+    STOP = "stop"
+    """The model ended its turn, or a stop string came."""
+    LENGTH = "length"
+    """The output limit (``max_new_tokens``, or the window) was reached."""
+    TOOL_CALLS = "tool_calls"
+    """The answer ended with tool calls."""
+    CANCELLED = "cancelled"
+    """The call was cancelled (its stream closed, its task cancelled)."""
 
 
 @dataclass

@@ -3,6 +3,8 @@ LlamaIndex's metadata, on a plain fixture model, NPU replicas and the vision fix
 
 from __future__ import annotations
 
+import copy
+import pickle
 from pathlib import Path
 
 import pytest
@@ -149,9 +151,23 @@ def test_profile_given_by_the_caller_is_kept():
     assert ChatRyzenAI(model=str(TINY_QWEN3), profile={"max_input_tokens": 100}).profile == {"max_input_tokens": 100}
 
 
-def test_a_model_not_downloaded_builds_without_a_profile():
+def test_a_profile_the_caller_gives_is_still_checked_by_langchain():
+    with pytest.warns(UserWarning, match="Unrecognized keys in model profile: .'bananas'."):
+        ChatRyzenAI(model=str(TINY_QWEN3), profile={"max_input_tokens": 100, "bananas": 1})
+
+
+def test_a_model_not_downloaded_builds_with_an_empty_profile():
     llm = ChatRyzenAI(model="amd/Not-Downloaded_rai_1.8.0_npu_4K")
-    assert llm.profile is None
+    assert llm.profile == {} and not llm.profile and llm.profile.get("max_input_tokens") is None
+
+
+def test_the_profile_is_read_when_first_used_and_copies_keep_it():
+    llm = ChatRyzenAI(model=str(TINY_LLAMA))
+    assert isinstance(llm.profile, dict) and not llm.profile.filled  # building read nothing
+    unread = copy.deepcopy(llm)
+    assert llm.profile["max_input_tokens"] == 4095 and llm.profile.filled
+    assert not unread.profile.filled and unread.profile == llm.profile
+    assert pickle.loads(pickle.dumps(llm.profile)) == dict(llm.profile)
 
 
 def test_building_a_model_reads_its_package_once(monkeypatch):

@@ -14,8 +14,8 @@ from ryzenai_core.generation import prompt_builder
 from ryzenai_core.generation import scheduler as scheduler_module
 from ryzenai_core.generation.call import CallControl, CallSpec, Cancellation, Phase
 from ryzenai_core.generation.scheduler import ReadWatch
-from ryzenai_core.generation.stop import CANCELLED, LENGTH, STOP, TOOL_CALLS, StopChecker
-from ryzenai_core.generation.streaming import OutputParser
+from ryzenai_core.generation.stop import StopChecker
+from ryzenai_core.generation.streaming import FinishReason, OutputParser
 from ryzenai_core.options import validated_options
 
 PLAN = SimpleNamespace(max_new_tokens=3, requested_new_tokens=3, window=64)
@@ -36,22 +36,22 @@ def checker(control: CallControl | None = None, done: bool = False, **parser: ob
 
 def test_the_stop_checker_names_each_reason() -> None:
     assert checker().before_step(0) is None
-    assert checker().before_step(3) == LENGTH
-    assert checker(done=True).before_step(0) == STOP
+    assert checker().before_step(3) == FinishReason.LENGTH
+    assert checker(done=True).before_step(0) == FinishReason.STOP
     cancelled = CallControl()
     cancelled.cancel.set()
-    assert checker(cancelled).before_step(0) == CANCELLED
-    assert checker().after_token(7) == STOP and checker().after_token(8) is None
+    assert checker(cancelled).before_step(0) == FinishReason.CANCELLED
+    assert checker().after_token(7) == FinishReason.STOP and checker().after_token(8) is None
     stops = checker(stop=["END"])
     stops._parser.feed("and END")
-    assert stops.after_text() == STOP
-    assert checker().finish_reason(STOP) == STOP
+    assert stops.after_text() == FinishReason.STOP
+    assert checker().finish_reason(FinishReason.STOP) == FinishReason.STOP
 
 
 def test_a_stop_after_tool_calls_is_tool_calls() -> None:
     stop = checker()
     stop._parser.tool_calls.append(object())  # type: ignore[arg-type]
-    assert stop.finish_reason(STOP) == TOOL_CALLS and stop.finish_reason(LENGTH) == LENGTH
+    assert stop.finish_reason(FinishReason.STOP) == FinishReason.TOOL_CALLS and stop.finish_reason(FinishReason.LENGTH) == FinishReason.LENGTH
 
 
 def test_the_stop_checker_times_out_with_the_tokens_generated() -> None:
@@ -68,10 +68,10 @@ def test_constrained_output_cut_by_the_limit_is_refused_unless_complete_json() -
     guidance = SimpleNamespace(type="json_schema")
     stop = StopChecker(CallControl(), FakeGenerator(), frozenset(), PLAN, OutputParser(), guidance)  # type: ignore[arg-type]
     decoder = SimpleNamespace(decode_all=lambda ids: '{"a": 1}' if ids else '{"a"')
-    stop.check_complete(LENGTH, decoder, [1])  # type: ignore[arg-type]
-    stop.check_complete(STOP, decoder, [])  # type: ignore[arg-type]
+    stop.check_complete(FinishReason.LENGTH, decoder, [1])  # type: ignore[arg-type]
+    stop.check_complete(FinishReason.STOP, decoder, [])  # type: ignore[arg-type]
     with pytest.raises(GenerationError, match="was not complete after 3 tokens"):
-        stop.check_complete(LENGTH, decoder, [])  # type: ignore[arg-type]
+        stop.check_complete(FinishReason.LENGTH, decoder, [])  # type: ignore[arg-type]
 
 
 def test_phases_are_the_strings_callbacks_saw_before() -> None:

@@ -21,10 +21,11 @@ from PIL import Image
 
 from conftest import MODELS, ROOT, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from ryzenai_core import ChatMessage, Engine, ModelPackage
-from ryzenai_core.generation.kv_cache import ALIGN, feed, reusable_prefix
+from ryzenai_core.generation.kv_cache import feed, reusable_prefix
 from ryzenai_core.generation.session import Session
 from ryzenai_core.messages import RawPrompt
 from ryzenai_core.options import validated_options
+from ryzenai_core.package.reuse import ALIGN
 
 SLIDING = MODELS / "tiny-gemma3-sliding"
 VISION = MODELS / "tiny-gemma3-vision"

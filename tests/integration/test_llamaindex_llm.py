@@ -12,6 +12,7 @@ from llama_index.core.agent.workflow import AgentStream, FunctionAgent, ToolCall
 from llama_index.core.base.llms.types import (
     AudioBlock,
     ChatMessage,
+    ChatResponse,
     MessageRole,
     TextBlock,
     ThinkingBlock,
@@ -250,6 +251,36 @@ def test_sync_async_and_streaming_faces_agree(qwen):
         return a.text, parts[-1].text
 
     assert asyncio.run(arun()) == (completion.text, completion.text)
+
+
+def test_a_call_that_is_not_streamed_builds_one_response(qwen, monkeypatch):
+    """chat / complete and their async twins build one response, not one per token (each with the text so far)."""
+    from llamaindex_ryzenai import _convert
+
+    built: list[ChatResponse] = []
+
+    class Counted(ChatResponse):
+        def __init__(self, **data):
+            super().__init__(**data)
+            built.append(self)
+
+    monkeypatch.setattr(_convert, "ChatResponse", Counted)
+    streamed = list(qwen.stream_chat(USER))
+    assert len(built) == len(streamed) > 5  # a stream: one per chunk with text
+    built.clear()
+    chat = qwen.chat(USER)
+    assert built == [chat] and chat.message.content == streamed[-1].message.content
+    untimed = [{k: v for k, v in r.raw.items() if k != "timings"} for r in (chat, streamed[-1])]
+    assert chat.delta == streamed[-1].delta and untimed[0] == untimed[1]  # the stream's last response, built once
+
+    async def run():
+        return await qwen.achat(USER), await qwen.acomplete("Name a colour.")
+
+    built.clear()
+    achat, acompletion = asyncio.run(run())
+    assert len(built) == 2 and achat.message.content == chat.message.content
+    built.clear()
+    assert qwen.complete("Name a colour.").text == acompletion.text and len(built) == 1
 
 
 def test_per_call_options_override_the_fields(qwen):

@@ -30,7 +30,8 @@ from ryzenai_core import (
     ModelPackageError,
     RuntimeNotAvailableError,
 )
-from ryzenai_core.generation.session import Session, SessionKey
+from ryzenai_core.generation.loader import SessionKey
+from ryzenai_core.generation.session import Session
 from ryzenai_core.package import runtime as runtime_module
 from ryzenai_core.package.runtime import (
     ENV_EP_PATH,
