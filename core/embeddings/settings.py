@@ -114,7 +114,6 @@ class EmbeddingSettings(EncoderSettings):
         instruction: str | None,
         batch_size: int,
         progress: Callable[[int], None] | None = None,
-        blank: Literal["error", "embed"] = "error",
     ) -> EmbeddingResult:
         """:meth:`EmbeddingEngine.embed` with these settings' normalisation and overflow policy."""
         return self.engine.embed(
@@ -125,7 +124,6 @@ class EmbeddingSettings(EncoderSettings):
             batch_size=batch_size,
             on_overflow=self.on_overflow,
             progress=progress,
-            blank=blank,
         )
 
     def engine_settings(self) -> dict[str, Any]:

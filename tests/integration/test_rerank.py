@@ -224,8 +224,6 @@ def test_no_documents_give_an_empty_result():
 @pytest.mark.parametrize(
     ("query", "documents", "message"),
     [
-        ("", DOCS, r"the query is blank \(''\)"),
-        ("  \n", DOCS, r"the query is blank \('  \\n'\)"),
         (None, DOCS, "the query is a NoneType, not a string"),
         (QUERY, "one string", "documents is one string"),
         (QUERY, ["fine", 3], "document 1 is a int, not a string"),
