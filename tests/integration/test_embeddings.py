@@ -103,6 +103,28 @@ def test_bge_models_get_bge_query_instruction(copy_package):
     assert pkg.query_instruction == BGE_QUERY_INSTRUCTION and pkg.document_instruction == ""
 
 
+def test_an_empty_query_instruction_turns_off_a_bge_models_default_in_the_core_and_both_faces(copy_package):
+    from langchain_ryzenai import RyzenAIEmbeddings
+    from llamaindex_ryzenai import RyzenAIEmbedding
+
+    folder = str(copy_package(TINY_ST, "bge-tiny-en-v1.5"))
+    engine = EmbeddingEngine.get(folder)
+    plain = engine.embed(["vantor"]).vectors[0]  # a document: no instruction
+    prefixed = engine.embed([BGE_QUERY_INSTRUCTION + "vantor"]).vectors[0]
+    assert engine.embed(["vantor"], kind="query").vectors[0] == prefixed  # the default: BGE's
+    assert engine.embed(["vantor"], kind="query", instruction="").vectors[0] == plain
+    assert engine.embed(["vantor"], kind="query", instruction="").tokens == engine.embed(["vantor"]).tokens
+    for default, off in (
+        (RyzenAIEmbeddings(model=folder).embed_query, RyzenAIEmbeddings(model=folder, query_instruction="").embed_query),
+        (
+            RyzenAIEmbedding(model=folder).get_query_embedding,
+            RyzenAIEmbedding(model=folder, query_instruction="").get_query_embedding,
+        ),
+    ):
+        assert default("vantor") == prefixed
+        assert off("vantor") == plain
+
+
 # -- pooling, normalisation, padding ------------------------------------------------------
 
 

@@ -191,21 +191,28 @@ def test_identity_activation_gives_the_logits(copy_package):
 # -- truncation --------------------------------------------------------------------------------
 
 
+#: A query of 260 (BERT) and 400 (XLM-R) tokens: cutting the longest of the pair first would cut it too.
+LONG_QUERY = "who directs the vantor lab " * 20
+
+
+@pytest.mark.parametrize("query", [QUERY, LONG_QUERY], ids=["question", "long-query"])
 @pytest.mark.parametrize("folder", [BERT, XLMR], ids=lambda f: f.name)
-def test_a_passage_over_the_maximum_is_cut_never_the_query_and_reported(folder, fed, caplog):
+def test_a_passage_over_the_maximum_is_cut_never_the_query_and_reported(folder, query, fed, caplog):
     long = " ".join(DOCS) * 12
     engine = RerankEngine(folder)
+    assert len(engine.tokenizer.encode(query, add_special_tokens=False).ids) >= (250 if query == LONG_QUERY else 1)
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
-        result = engine.rerank(QUERY, ["short passage", long])
+        result = engine.rerank(query, ["short passage", long])
     assert result.truncated == [1] and result.tokens[1] == 512
     assert f"1 of 2 document(s) do not fit {folder.name}'s maximum of 512 tokens beside the query" in caplog.text
     assert "the query was kept whole" in caplog.text
-    ids = fed[-1][0][0].tolist()  # the longest pair runs last
-    engine.rerank(QUERY, ["x"])
+    ids, mask = fed[-1][0][-1].tolist(), fed[-1][1][-1]  # the longest pair is the last row of the last run
+    assert mask.sum() == 512 and len(ids) == 512
+    engine.rerank(query, ["x"])
     short = fed[-1][0][0].tolist()[:-2]  # the special tokens and the query, before the passage "x" and the end
-    assert ids[: len(short)] == short and len(ids) == 512
+    assert ids[: len(short)] == short
     with pytest.raises(InvalidRequestError, match=rf"document 1 makes a pair of \d+ tokens with the query, over {folder.name}'s maximum of 512 .*Split the"):
-        engine.rerank(QUERY, ["short passage", long], on_overflow="error")
+        engine.rerank(query, ["short passage", long], on_overflow="error")
 
 
 def test_a_query_that_leaves_no_room_for_a_passage_is_refused():
