@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 
 from ..errors import InvalidRequestError, RuntimeNotAvailableError
 from ..options import execution_setting
-from .batches import Batch, BatchRun, plan_batches
+from .batches import MAX_PADDING, Batch, BatchRun, plan_batches
 from .folder import import_onnx, import_tokenizers
 from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
 
@@ -150,6 +150,9 @@ class EncoderEngine(Generic[P]):
         tokenizer: the folder's tokenizer, with neither padding nor truncation.
         truncating_tokenizer: the same tokenizer, cutting inputs to the maximum length as
             :attr:`truncation` says.
+        max_padding: the padding bound of dynamic batches (:func:`.plan_batches`; default
+            :data:`.MAX_PADDING`): a batch ends where the lengths jump. None groups texts by
+            ``batch_size`` alone (benchmarks compare the two).
     """
 
     package_type: ClassVar[Any]
@@ -257,6 +260,7 @@ class EncoderEngine(Generic[P]):
         self.intra_op_threads = intra_op_threads
         self.max_shapes = max_shapes
         self.idle_timeout = idle_timeout
+        self.max_padding: float | None = MAX_PADDING
         self._ort_version = str(ort.__version__)
         self._backends: dict[Shape, LocalBackend | WorkerBackend] = {}  # least recently used first
         self._leases: dict[Shape, int] = {}  # calls running on each shape's session now
@@ -447,7 +451,9 @@ class EncoderEngine(Generic[P]):
         """The planned batches of ``encodings`` (:func:`.plan_batches`), to run by iterating."""
         lengths = [len(e.ids) for e in encodings]
         buckets, rows = self.buckets or None, self.static_rows or None
-        batches = plan_batches(lengths, batch_size=batch_size, buckets=buckets, static_rows=rows)
+        batches = plan_batches(
+            lengths, batch_size=batch_size, buckets=buckets, static_rows=rows, max_padding=self.max_padding
+        )
         return BatchRun(lengths, batches, lambda batch: self.run_batch(batch, encodings), progress)
 
     def run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:

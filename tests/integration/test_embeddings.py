@@ -202,6 +202,19 @@ def test_plan_batches_sorts_by_length_and_uses_prefill_bucket_accounting():
         plan_batches(lengths, batch_size=0)
 
 
+def test_a_long_text_among_short_ones_runs_apart_with_the_same_vectors_in_input_order(cpu):
+    long = "The Orsk Foundry is located in Tamberlow. The Orsk Foundry was established in 1998. " * 9
+    texts = [f"note {i} on the lab" for i in range(15)] + [long] + [f"memo {i}" for i in range(16)]
+    whole = EmbeddingEngine(TINY_ST)
+    whole.max_padding = None  # as before: one run of 32 rows padded to the long text
+    split, together = cpu.embed(texts), whole.embed(texts)
+    assert together.shapes == [(32, 128)] and len(split.shapes) >= 2 and (1, 128) in split.shapes
+    assert split.padding < together.padding / 10
+    np.testing.assert_allclose(split.vectors, together.vectors, atol=1e-5)
+    for i in (0, 15, 31):  # each vector is its own text's, where the text was
+        np.testing.assert_allclose(split.vectors[i], cpu.embed([texts[i]]).vectors[0], atol=1e-5)
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(1, 128), min_size=1, max_size=40), st.integers(1, 8))
 def test_every_text_runs_once_in_a_bucket_that_holds_it(lengths, rows):

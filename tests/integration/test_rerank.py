@@ -154,6 +154,19 @@ def test_one_call_with_many_pairs_equals_each_pair_alone_in_any_batch_size():
     assert len(engine.rerank(QUERY, DOCS, batch_size=2).shapes) == 3
 
 
+def test_a_long_passage_among_short_ones_runs_apart_with_the_same_scores_in_input_order():
+    long = " ".join(DOCS) * 12
+    passages = [f"note {i} on the lab" for i in range(15)] + [long] + [f"memo {i}" for i in range(16)]
+    split = RerankEngine(BERT)
+    whole = RerankEngine(BERT)
+    whole.max_padding = None  # as before: one run of 32 pairs padded to the long one
+    a, b = split.rerank(QUERY, passages), whole.rerank(QUERY, passages)
+    assert b.shapes == [(32, 512)] and (1, 512) in a.shapes and a.padding < b.padding / 10
+    np.testing.assert_allclose(a.scores, b.scores, atol=1e-6)
+    for i in (0, 15, 31):
+        np.testing.assert_allclose(a.scores[i], split.rerank(QUERY, [passages[i]]).scores[0], atol=1e-6)
+
+
 def test_filler_rows_of_a_static_batch_do_not_change_scores(copy_package, tmp_path):
     from onnxruntime.tools.onnx_model_utils import make_dim_param_fixed
 
