@@ -74,14 +74,14 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
 
     import onnxruntime_genai as og
 
-    from ryzenai_core.embeddings import runner
+    from ryzenai_core import workers
     from ryzenai_core.engine import spare
 
     monkeypatch.setattr(og, "Model", refuse)
     spare.stop_spare()  # the one a face's import started while the tests were collected
     monkeypatch.setattr(spare, "popen_worker", refuse)  # every model worker starts there
     monkeypatch.setattr(spare, "start_spare", lambda **_: None)  # building a model object starts none here
-    monkeypatch.setattr(runner, "popen_worker", refuse)
+    monkeypatch.setattr(workers, "popen_worker", refuse)  # every encoder worker starts there
     try:
         import onnxruntime as ort
     except ImportError:
@@ -156,10 +156,10 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
     (clear it to tear more)."""
     import pickle
 
-    from ryzenai_core.engine import client as client_module
+    from ryzenai_core import workers as workers_module
     from ryzenai_core.ipc import Delta
 
-    real = client_module.parse_frame
+    real = workers_module.parse_frame
     torn: list[Any] = []
 
     def tearing(data: Any) -> Any:
@@ -169,7 +169,7 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
             raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(client_module, "parse_frame", tearing)
+    monkeypatch.setattr(workers_module, "parse_frame", tearing)
     return torn
 
 
@@ -177,7 +177,7 @@ def close_engines_under(folder: Path) -> None:
     """Close (and forget) every shared engine on a model under ``folder``."""
     from ryzenai_core import Engine
 
-    for engine in Engine.registry.forget(lambda slot: Path(slot.key.path).is_relative_to(folder)):
+    for engine in Engine.registry.forget(lambda slot: Path(slot.key.path).is_relative_to(folder), Engine):
         engine.close()
 
 

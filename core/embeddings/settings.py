@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
-from ..options import execution_setting
+from ..options import Provider, execution_setting
 from .embedding import EmbeddingEngine, EmbeddingResult, Kind
 from .engine import DEFAULT_IDLE_TIMEOUT, EncoderEngine
 
@@ -31,8 +31,9 @@ class EncoderSettings(BaseModel):
     engine_class: ClassVar[type[EncoderEngine[Any]]]
 
     model: str = Field(description="model folder, or Hugging Face repository id")
-    provider: Literal["auto", "npu", "cpu"] = "auto"
-    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
+    provider: Provider = "auto"
+    """``auto`` (or None): onnxruntime's VitisAI provider where installed, else the CPU; ``npu``, ``cpu``,
+    ``cuda``, ``dml``: that device (the names every model takes, LLMs too)."""
     shapes: Literal["auto", "static", "dynamic"] = "auto"
     """``auto``: static length buckets on the NPU (or for a static graph), dynamic shapes on the CPU."""
     buckets: list[int] | None = None
