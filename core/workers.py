@@ -182,7 +182,7 @@ class WorkerConnection:
                 code = reap(proc, timeout=10)
                 if isinstance(ready, Failed):
                     raise ready.error  # what it serves could not open (a package that broke since): its own error
-                raise WorkerDiedError(
+                raise GenerationError(
                     f"the {self.what} failed to start (exit code {code}); see its stderr above (an execution "
                     "provider crash?). The next call starts a new worker"
                 )
