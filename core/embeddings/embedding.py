@@ -23,7 +23,7 @@ from .engine import EncoderEngine
 from .package import EmbeddingPackage
 from .runner import Pooling
 
-__all__ = ["EmbeddingEngine", "EmbeddingResult", "Kind", "blanks", "is_blank"]
+__all__ = ["EmbeddingEngine", "EmbeddingResult", "Kind", "blanks", "empty_blanks", "is_blank"]
 
 log = logging.getLogger("ryzenai_core")
 
@@ -47,6 +47,30 @@ def is_blank(text: str) -> bool:
 def blanks(texts: Sequence[str]) -> list[int]:
     """The indices of the blank texts (:func:`is_blank`)."""
     return [i for i, text in enumerate(texts) if is_blank(text)]
+
+
+def empty_blanks(items: list[str], *, noun: str, verb: str, made: str) -> None:
+    """Make each blank text of ``items`` the empty text (in place), with one warning naming the first.
+
+    The warning reads "N of M {noun}(s) have nothing to {verb} (...) and were {made}".
+    """
+    empty = blanks(items)
+    if not empty:
+        return
+    log.warning(
+        "%d of %d %s(s) have nothing to %s (empty, whitespace or invisible characters only; first: %s %d, %r) "
+        "and were %s; drop blank texts first to leave them out",
+        len(empty),
+        len(items),
+        noun,
+        verb,
+        noun,
+        empty[0],
+        items[empty[0]],
+        made,
+    )
+    for i in empty:
+        items[i] = ""
 
 
 @dataclass(frozen=True)
@@ -195,18 +219,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
                 f"text {empty[0]} is blank ({items[empty[0]]!r}): it has nothing to embed; drop it before embedding, "
                 "or pass blank='embed' to embed it as the empty text"
             )
-        if empty:
-            log.warning(
-                "%d of %d text(s) have nothing to embed (empty, whitespace or invisible characters only; first: "
-                "text %d, %r) and were embedded as the empty text; drop blank texts before embedding to leave "
-                "them out",
-                len(empty),
-                len(items),
-                empty[0],
-                items[empty[0]],
-            )
-            for i in empty:
-                items[i] = ""
+        empty_blanks(items, noun="text", verb="embed", made="embedded as the empty text")
         return items
 
     def session_pooling(self) -> Pooling | None:

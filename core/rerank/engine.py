@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..embeddings.embedding import blanks, is_blank
+from ..embeddings.embedding import empty_blanks, is_blank
 from ..embeddings.engine import EncoderEngine
 from ..embeddings.settings import EncoderSettings
 from ..errors import InvalidRequestError, UnsupportedModelError
@@ -226,18 +226,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 query,
             )
             query = ""
-        empty = blanks(items)
-        if empty:
-            log.warning(
-                "%d of %d document(s) have nothing to rank (empty, whitespace or invisible characters only; first: "
-                "document %d, %r) and were scored as the empty passage",
-                len(empty),
-                len(items),
-                empty[0],
-                items[empty[0]],
-            )
-            for i in empty:
-                items[i] = ""
+        empty_blanks(items, noun="document", verb="rank", made="scored as the empty passage")
         return query, items
 
 
