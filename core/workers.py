@@ -236,18 +236,54 @@ class WorkerConnection:
             if self._sent_to.get(rid) == proc.pid:
                 handler(Error(rid, err))
 
-    def _send(self, message: Any) -> subprocess.Popen[bytes]:
-        """Send a request to the worker (started if needed); the worker it went to."""
+    def _send(
+        self, message: Any, deadline: Deadline | None = None, doing: str = "", phase: str = ""
+    ) -> subprocess.Popen[bytes]:
+        """Send a request to the worker (started if needed); the worker it went to.
+
+        With a ``deadline``, a worker that does not read the request within it (a frame larger than
+        the pipe holds waits for the worker to read it) is replaced and the send raises
+        :class:`~ryzenai_core.errors.GenerationTimeoutError` with ``phase``.
+        """
         proc = self._ensure()
         assert proc.stdin is not None
         self._sent_to[message.rid] = proc.pid
+        unread: list[bool] = []
+        watchdog = None
+        if deadline is not None:
+            seconds = deadline.seconds
+
+            def stop_unread() -> None:
+                unread.append(True)
+                logger.warning("the %s (pid %s) read nothing for %s s; replacing it", self.what, proc.pid, seconds)
+                self._retire(proc)
+
+            watchdog = threading.Timer(deadline.seconds, stop_unread)
+            watchdog.daemon = True
+            watchdog.start()
         try:
             write_frame(proc.stdin, message, self._write_lock)
         except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
+            if unread and deadline is not None:
+                raise GenerationTimeoutError(
+                    f"the {self.what} (pid {proc.pid}) did not read {doing} within {deadline.seconds:g} s "
+                    f"({deadline.setting}); it was stopped, and the next call starts a new worker",
+                    phase=phase,
+                ) from exc
             raise WorkerDiedError(
                 f"the {self.what} process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
             ) from exc
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
         return proc
+
+    def _retire(self, proc: subprocess.Popen[bytes]) -> None:
+        """Kill a worker that is stuck; the next call starts a new one at once (its reader thread reaps it)."""
+        with self._start_lock:
+            if self._proc is proc:
+                self._proc = None
+        proc.kill()
 
     def _register(self, handler: Callable[[Message], None]) -> int:
         rid = next(self._ids)
@@ -276,7 +312,7 @@ class WorkerConnection:
         q: queue.SimpleQueue[Message] = queue.SimpleQueue()
         rid = self._register(q.put)
         try:
-            proc = self._send(message(rid))
+            proc = self._send(message(rid), deadline, doing, phase)
             try:
                 msg = q.get(timeout=deadline.seconds)
             except queue.Empty:
@@ -314,10 +350,7 @@ class WorkerConnection:
                 doing,
                 grace,
             )
-            with self._start_lock:
-                if self._proc is proc:
-                    self._proc = None  # the next call starts a new worker, whether this one is reaped yet or not
-            proc.kill()
+            self._retire(proc)
 
         if grace <= 0:
             check()

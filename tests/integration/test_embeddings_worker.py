@@ -150,6 +150,24 @@ def test_a_hung_worker_times_out_with_the_typed_error_and_is_replaced(kind, monk
         engine.close()
 
 
+def test_a_hung_worker_that_does_not_read_a_large_batch_times_out_too(monkeypatch):
+    """A batch larger than the pipe holds waits for the worker to read it: that wait has the deadline too."""
+    texts = ["the vantor lab builds speech models " * 30] * 32  # 32 x 128 tokens: ~100 KB of arrays
+    engine = EmbeddingEngine(TINY_ST, execution="process")
+    try:
+        want = engine.embed(texts[:1]).vectors
+        (pid,) = engine.worker_pids()
+        os.kill(pid, signal.SIGSTOP)
+        monkeypatch.setattr(workers, "CALL_TIMEOUT", 0.5)
+        with pytest.raises(GenerationTimeoutError, match=rf"the encoder worker \(pid {pid}\) did not read a batch of 32 x 128 tokens .*within 0.5 s \(RYZENAI_LLM_CALL_TIMEOUT\)"):
+            engine.embed(texts)
+        monkeypatch.undo()
+        np.testing.assert_allclose(engine.embed(texts[:1]).vectors, want, atol=1e-6)
+        assert engine.worker_pids() != [pid]
+    finally:
+        engine.close()
+
+
 def test_a_worker_that_does_not_start_within_the_load_timeout_is_stopped(tmp_path, monkeypatch):
     script = tmp_path / "silent-python"
     script.write_text("#!/bin/sh\nexec sleep 600\n")
