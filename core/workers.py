@@ -141,7 +141,7 @@ class WorkerConnection:
         self._write_lock = threading.Lock()
         self._handlers: dict[int, Callable[[Message], None]] = {}
         self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
-        self._late: set[int] = set()  # requests whose caller stopped waiting, not answered yet
+        self._late: dict[int, int] = {}  # requests whose caller stopped waiting, not answered yet -> worker pid
         self._ids = itertools.count(1)
         self._closed = False
 
@@ -223,11 +223,13 @@ class WorkerConnection:
         if handler is not None:
             handler(msg)
         elif isinstance(msg, (Result, Error)):
-            self._late.discard(rid)  # answered after its caller stopped waiting: the worker is not stuck
+            self._late.pop(rid, None)  # answered after its caller stopped waiting: the worker is not stuck
 
     def _died(self, proc: subprocess.Popen[bytes]) -> None:
         """The worker's pipe ended (it exited, was killed or closed, or tore a frame): fail its requests."""
         code = reap(proc)
+        for rid in [r for r, pid in list(self._late.items()) if pid == proc.pid]:
+            self._late.pop(rid, None)  # it answers nothing now
         err = WorkerDiedError(
             f"the {self.what} process (pid {proc.pid}) exited with code {code} during the call; "
             "the next call starts a new worker"
@@ -316,7 +318,7 @@ class WorkerConnection:
             try:
                 msg = q.get(timeout=deadline.seconds)
             except queue.Empty:
-                self._late.add(rid)
+                self._late[rid] = proc.pid
                 self.stop_if_stuck(proc, grace, lambda: rid in self._late, doing)
                 replaced = "it was stopped" if grace <= 0 else f"it is stopped if it has not answered {grace:g} s later"
                 raise GenerationTimeoutError(
