@@ -227,8 +227,8 @@ def test_close_before_a_streams_first_output_starts_no_new_worker(second):
     sent = threading.Event()
     real_send = backend._send
 
-    def send(message):
-        real_send(message)
+    def send(message, *deadline):
+        real_send(message, *deadline)
         if isinstance(message, Stream):
             sent.set()
 
