@@ -25,6 +25,7 @@ if typing.TYPE_CHECKING:
     from .embeddings.package import EmbeddingPackage
     from .engine.engine import Engine
     from .generation.streaming import Chunk, Completion, Timings, Usage
+    from .lifecycle import close_all
     from .messages import ChatMessage, RawPrompt, ToolCall
     from .options import GenerationOptions, Guidance, ResponseFormat
     from .package.budget import BudgetPlan, ContextBudget
@@ -66,6 +67,7 @@ _LAZY = {
     "Timings": ".generation.streaming",
     "ToolCall": ".messages",
     "Usage": ".generation.streaming",
+    "close_all": ".lifecycle",
     "freeze_support": ".spawn",
 }
 
@@ -124,5 +126,6 @@ __all__ = [
     "Usage",
     "WorkerDiedError",
     "__version__",
+    "close_all",
     "freeze_support",
 ]

@@ -44,8 +44,12 @@ def llm_execution(execution: Execution | None) -> str:
     return execution or os.environ.get(ENV_EXECUTION, "process")
 
 
-#: Execution providers a call may choose instead of the package's own.
-PROVIDERS = ("cpu", "cuda", "dml")
+#: The execution providers every model takes, LLM or encoder (None is ``"auto"``): ``"auto"`` runs
+#: it where it belongs (an AMD package on its own Ryzen AI provider, another LLM package on the
+#: provider its config names, an encoder on the NPU where onnxruntime has VitisAI, else the CPU);
+#: ``"npu"`` insists on the NPU (an error where it cannot be); ``"cpu"``, ``"cuda"``, ``"dml"``
+#: choose that device.
+PROVIDERS = ("auto", "npu", "cpu", "cuda", "dml")
 
 
 def check_runtime_settings(provider: str | None, num_threads: int | None = None) -> None:
@@ -56,8 +60,8 @@ def check_runtime_settings(provider: str | None, num_threads: int | None = None)
     """
     if provider is not None and provider not in PROVIDERS:
         raise InvalidRequestError(
-            f"provider {provider!r} is not supported; use None (the package's own: Ryzen AI for AMD's packages), "
-            f"or one of {', '.join(repr(p) for p in PROVIDERS)}"
+            f"provider {provider!r} is not supported; use one of {', '.join(repr(p) for p in PROVIDERS)} "
+            "('auto' or None: where the model belongs, the Ryzen AI NPU for AMD's packages; 'npu' insists on it)"
         )
     if num_threads is not None and num_threads < 1:
         raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")

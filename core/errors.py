@@ -142,12 +142,15 @@ class StreamAbandonedError(GenerationError):
 
 
 class GenerationTimeoutError(GenerationError, TimeoutError):
-    """A call took longer than its ``timeout``; the generation was cancelled.
+    """A call took longer than its ``timeout`` (it was cancelled), or a worker did not answer in time.
+
+    A worker's deadlines are :mod:`ryzenai_core.workers`'; the message names the value and the setting.
 
     Attributes:
         phase: where the time ran out: ``"queued"`` (behind other calls on the same model),
             ``"preparing"`` (chat template and tokenizer), ``"prefill"`` (the prompt) or
-            ``"generating"`` (new tokens).
+            ``"generating"`` (new tokens); for a worker's request, its name (``"load"``,
+            ``"count_tokens"``, ``"render"``, ...; ``"batch"`` for an encoder's batch).
     """
 
     def __init__(self, message: str, *, phase: str = "generating") -> None:

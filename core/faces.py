@@ -76,7 +76,7 @@ class LLMSettings(BaseModel):
     seed: int | None = Field(None, ge=0, description="random seed for sampling")
     timeout: float | None = Field(None, gt=0.0, description="seconds a call may take; it is cancelled after")
     max_retries: int = Field(1, ge=0, description="new attempts after the model worker died before any output")
-    provider: Provider = Field(None, description="None (the package's own), 'cpu', 'cuda' or 'dml'")
+    provider: Provider = Field(None, description="None or 'auto' (the package's own), 'npu', 'cpu', 'cuda' or 'dml'")
     num_threads: int | None = Field(None, ge=1, description="CPU threads of the runtime")
     release: str | None = Field(None, description="Ryzen AI release to plan the budget for (default: detected)")
     execution: Literal["process", "inline"] | None = Field(

@@ -26,7 +26,9 @@ class RyzenAIEmbeddings(CheckedEncoder, EmbeddingSettings, Embeddings, Serializa
     examples export them (a static ``model.onnx``), or a Hugging Face repository id (the
     cache first). Pooling, maximum length and normalisation come from the folder; BGE models
     get BGE's query instruction. Texts longer than the maximum length are truncated and
-    logged (``on_overflow="error"`` raises instead).
+    logged (``on_overflow="error"`` raises instead). A blank text (whitespace or invisible
+    characters only: an image-only PDF page, an agent's empty search query) is embedded as the
+    empty text, with a warning naming it, so ``from_documents`` and the agent go on.
 
     Example:
         .. code-block:: python

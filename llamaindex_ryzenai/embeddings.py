@@ -21,10 +21,11 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):
     ``model`` is an embedding folder (Hugging Face's sentence-transformers layout with
     ``onnx/model.onnx``, or AMD's static export) or a Hugging Face repository id. LlamaIndex
     batches texts by ``embed_batch_size`` (each batch is one engine call, sorted by length and
-    padded to buckets on the NPU). A node whose text is only whitespace (LlamaIndex's index
-    skips only empty ones) is embedded as an empty text, with a warning naming it, as
-    LlamaIndex's own embedding models embed it. LlamaIndex's default chunk size (1024 tokens) is longer than
-    most embedding models take (512): such chunks are truncated and logged; set
+    padded to buckets on the NPU). A blank text (whitespace or invisible characters only: an
+    image-only page, an empty query; LlamaIndex's index skips only empty nodes) is embedded as
+    the empty text, with a warning naming it, as in the LangChain face. LlamaIndex's default
+    chunk size (1024 tokens) is longer than most embedding models take (512): such chunks are
+    truncated and logged; set
     ``Settings.chunk_size`` below the model's ``max_length``, or ``on_overflow="error"``.
 
     Example:
@@ -61,7 +62,6 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):
             kind=kind,
             instruction=instruction,
             batch_size=self.embed_batch_size,
-            blank="embed" if kind == "document" else "error",
         ).vectors
         return vectors
 

@@ -74,12 +74,10 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
 
     import onnxruntime_genai as og
 
-    from ryzenai_core.embeddings import runner
-    from ryzenai_core.engine import client
+    from ryzenai_core import workers
 
     monkeypatch.setattr(og, "Model", refuse)
-    monkeypatch.setattr(client, "popen_worker", refuse)  # every model worker starts there
-    monkeypatch.setattr(runner, "popen_worker", refuse)
+    monkeypatch.setattr(workers, "popen_worker", refuse)  # every worker, a model's or an encoder's, starts there
     try:
         import onnxruntime as ort
     except ImportError:
@@ -154,10 +152,10 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
     (clear it to tear more)."""
     import pickle
 
-    from ryzenai_core.engine import client as client_module
+    from ryzenai_core import workers as workers_module
     from ryzenai_core.ipc import Delta
 
-    real = client_module.parse_frame
+    real = workers_module.parse_frame
     torn: list[Any] = []
 
     def tearing(data: Any) -> Any:
@@ -167,7 +165,7 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
             raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(client_module, "parse_frame", tearing)
+    monkeypatch.setattr(workers_module, "parse_frame", tearing)
     return torn
 
 
@@ -175,7 +173,7 @@ def close_engines_under(folder: Path) -> None:
     """Close (and forget) every shared engine on a model under ``folder``."""
     from ryzenai_core import Engine
 
-    for engine in Engine.registry.forget(lambda slot: Path(slot.key.path).is_relative_to(folder)):
+    for engine in Engine.registry.forget(lambda slot: Path(slot.key.path).is_relative_to(folder), Engine):
         engine.close()
 
 

@@ -7,6 +7,6 @@ in worker processes (``runner``, ``worker``), closing idle ones (:class:`~.engin
 ``embedding`` turns texts into pooled, normalised vectors (:class:`~.embedding.EmbeddingEngine`);
 ``settings`` is what the faces take (:class:`~.settings.EncoderSettings`,
 :class:`~.settings.EmbeddingSettings`). This wing imports the core's shared modules (errors,
-messages, ipc, spawn) and the package wing's folder helpers, budget and hub; the rerank wing
+messages, ipc, spawn, workers, lifecycle) and the package wing's folder helpers, budget and hub; the rerank wing
 builds on it, and it never imports onnxruntime-genai.
 """

@@ -1,16 +1,17 @@
 """Embedding texts: :class:`EmbeddingEngine` (texts in, pooled and normalised vectors out).
 
-Texts are checked (strings, no lone surrogates, blank ones refused or embedded on request),
-prefixed with the query or document instruction, tokenized, truncated to the model's maximum
-length (or, with ``on_overflow="error"``, rejected), batched (:mod:`.batches`) and run on
-:class:`~ryzenai_core.embeddings.engine.EncoderEngine`'s sessions, which pool on the host
-(CLS or mean); vectors are L2-normalised as the folder says. Padding never changes a vector:
-padded positions are masked in attention and left out of the pooling.
+Texts are checked (strings, no lone surrogates; a blank one is embedded as the empty text, with
+a warning: see :func:`is_blank`), prefixed with the query or document instruction, tokenized,
+truncated to the model's maximum length (or, with ``on_overflow="error"``, rejected), batched
+(:mod:`.batches`) and run on :class:`~ryzenai_core.embeddings.engine.EncoderEngine`'s sessions,
+which pool on the host (CLS or mean); vectors are L2-normalised as the folder says. Padding never
+changes a vector: padded positions are masked in attention and left out of the pooling.
 """
 
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -22,11 +23,54 @@ from .engine import EncoderEngine
 from .package import EmbeddingPackage
 from .runner import Pooling
 
-__all__ = ["EmbeddingEngine", "EmbeddingResult", "Kind"]
+__all__ = ["EmbeddingEngine", "EmbeddingResult", "Kind", "blanks", "empty_blanks", "is_blank"]
 
 log = logging.getLogger("ryzenai_core")
 
 Kind = Literal["query", "document"]
+
+#: Unicode categories of characters that show nothing: controls (NUL, ...) and format characters
+#: (the BOM, zero-width spaces and joiners, ...); whitespace is ``str.isspace``.
+_INVISIBLE = frozenset({"Cc", "Cf"})
+
+
+def is_blank(text: str) -> bool:
+    """Whether a text has nothing to embed or rank: empty, whitespace, or only invisible characters.
+
+    Invisible characters are controls (NUL, ...) and format characters (the BOM, zero-width
+    spaces and joiners): a PDF page that is all image, or an empty search query, gives such texts.
+    An encoder treats every blank text as the empty text, so they all get one vector (or score).
+    """
+    return all(c.isspace() or unicodedata.category(c) in _INVISIBLE for c in text)
+
+
+def blanks(texts: Sequence[str]) -> list[int]:
+    """The indices of the blank texts (:func:`is_blank`)."""
+    return [i for i, text in enumerate(texts) if is_blank(text)]
+
+
+def empty_blanks(items: list[str], *, noun: str, verb: str, made: str) -> None:
+    """Make each blank text of ``items`` the empty text (in place), with one warning naming the first.
+
+    The warning reads "N of M {noun}(s) have nothing to {verb} (...) and were {made}".
+    """
+    empty = blanks(items)
+    if not empty:
+        return
+    log.warning(
+        "%d of %d %s(s) have nothing to %s (empty, whitespace or invisible characters only; first: %s %d, %r) "
+        "and were %s; drop blank texts first to leave them out",
+        len(empty),
+        len(items),
+        noun,
+        verb,
+        noun,
+        empty[0],
+        items[empty[0]],
+        made,
+    )
+    for i in empty:
+        items[i] = ""
 
 
 @dataclass(frozen=True)
@@ -83,7 +127,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         batch_size: int = 32,
         on_overflow: Literal["truncate", "error"] = "truncate",
         progress: Callable[[int], None] | None = None,
-        blank: Literal["error", "embed"] = "error",
+        blank: Literal["embed", "error"] = "embed",
     ) -> EmbeddingResult:
         """Embed ``texts``.
 
@@ -98,9 +142,12 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             on_overflow: ``"truncate"`` cuts texts longer than the maximum length (logged, and
                 listed in :attr:`EmbeddingResult.truncated`); ``"error"`` raises instead.
             progress: called with the number of texts done after each run.
-            blank: a text that is empty or only whitespace: ``"error"`` refuses it; ``"embed"``
-                embeds it as the model's special tokens alone (what sentence-transformers gives
-                such a text), with a warning naming it.
+            blank: a text with nothing to embed (:func:`is_blank`: empty, whitespace, or only
+                invisible characters such as NUL, the BOM or zero-width spaces): ``"embed"`` (the
+                default, in both faces) embeds it as the empty text, with a warning naming it: the
+                model's special tokens alone (after the instruction, if any), what
+                sentence-transformers gives ``""``, so every blank text gets one vector and a
+                pipeline goes on; ``"error"`` refuses it.
 
         Raises:
             InvalidRequestError: a text that is not a string, holds a lone surrogate or (with
@@ -110,8 +157,8 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         """
         import numpy as np
 
-        if blank not in ("error", "embed"):
-            raise InvalidRequestError(f"blank {blank!r} is not one of 'error', 'embed'")
+        if blank not in ("embed", "error"):
+            raise InvalidRequestError(f"blank {blank!r} is not one of 'embed', 'error'")
         items = self._check_texts(texts, blank=blank)
         self.check_call(on_overflow, batch_size)
         if not items:
@@ -155,33 +202,24 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         )
 
     @staticmethod
-    def _check_texts(texts: Sequence[str], *, blank: Literal["error", "embed"] = "error") -> list[str]:
+    def _check_texts(texts: Sequence[str], *, blank: Literal["embed", "error"] = "embed") -> list[str]:
+        """The texts to embed: each a string without a lone surrogate; a blank one as the empty text."""
         if isinstance(texts, str):
             raise InvalidRequestError(
                 f"texts is one string ({texts[:40]!r}...); pass a list of strings (embed_query takes one text)"
             )
         items = list(texts)
-        blanks = []
         for i, text in enumerate(items):
             if not isinstance(text, str):
                 raise InvalidRequestError(f"text {i} is a {type(text).__name__}, not a string: pass strings only")
             check_prompt_text(text, f"text {i}")
-            if not text.strip():
-                if blank == "error":
-                    raise InvalidRequestError(
-                        f"text {i} is empty ({text!r}): an empty text has no meaning to embed; drop it before "
-                        "embedding"
-                    )
-                blanks.append(i)
-        if blanks:
-            log.warning(
-                "%d of %d text(s) are empty or only whitespace (first: text %d, %r) and were embedded as an empty "
-                "text (the model's special tokens alone); drop blank texts before embedding to leave them out",
-                len(blanks),
-                len(items),
-                blanks[0],
-                items[blanks[0]],
+        empty = blanks(items)
+        if empty and blank == "error":
+            raise InvalidRequestError(
+                f"text {empty[0]} is blank ({items[empty[0]]!r}): it has nothing to embed; drop it before embedding, "
+                "or pass blank='embed' to embed it as the empty text"
             )
+        empty_blanks(items, noun="text", verb="embed", made="embedded as the empty text")
         return items
 
     def session_pooling(self) -> Pooling | None:

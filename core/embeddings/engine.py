@@ -30,11 +30,13 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
+from ..call_options import check_runtime_settings
 from ..errors import InvalidRequestError, RuntimeNotAvailableError
+from ..lifecycle import REGISTRY, Registry
 from ..options import execution_setting
-from .batches import Batch, BatchRun, plan_batches
+from .batches import MAX_PADDING, Batch, BatchRun, plan_batches
 from .folder import import_onnx, import_tokenizers
 from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
 
@@ -48,7 +50,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "NPU_PROVIDER",
     "EncoderEngine",
-    "close_all",
+    "EncoderSlot",
     "file_digest",
 ]
 
@@ -58,6 +60,14 @@ log = logging.getLogger("ryzenai_core")
 DEFAULT_EMBEDDING_BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512)
 NPU_PROVIDER = "VitisAIExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
+#: onnxruntime's execution provider for each device name of :data:`~ryzenai_core.call_options.PROVIDERS`,
+#: and what to install where onnxruntime lacks it.
+_ONNXRUNTIME_PROVIDERS: dict[str, tuple[str, str]] = {
+    "npu": (NPU_PROVIDER, "run in the Ryzen AI environment (its onnxruntime-vitisai)"),
+    "cuda": ("CUDAExecutionProvider", "install onnxruntime-gpu in place of onnxruntime"),
+    "dml": ("DmlExecutionProvider", "install onnxruntime-directml in place of onnxruntime (Windows)"),
+    "cpu": (CPU_PROVIDER, ""),
+}
 
 
 def file_digest(path: Path) -> str:
@@ -76,12 +86,20 @@ def _cache_root(cache_dir: str | os.PathLike[str] | None, name: str) -> Path:
     return Path(base) / "ryzenai-llm" / name
 
 
-_ENGINES: dict[tuple[Any, ...], EncoderEngine[Any]] = {}
-_ENGINES_LOCK = threading.Lock()
 _SAID_CPU: set[str] = set()
 
 #: Seconds a shape's session may stay unused before it is closed (the next call opens it again).
 DEFAULT_IDLE_TIMEOUT = 300.0
+
+
+class EncoderSlot(NamedTuple):
+    """What decides which encoder engine a call gets (its key in the one registry)."""
+
+    kind: type
+    path: str
+    package_options: tuple[tuple[str, Any], ...]
+    settings: tuple[tuple[str, Any], ...]
+    provider_options: tuple[tuple[str, str], ...]
 
 
 class _Package(Protocol):
@@ -124,11 +142,16 @@ class EncoderEngine(Generic[P]):
 
     Subclasses name their package class (:attr:`package_type`), the options :meth:`get` passes
     to it, their default buckets and cache folder. Share one engine per folder and settings with
-    :meth:`get`.
+    :meth:`get`: it keeps them in the one registry of every model (:mod:`ryzenai_core.lifecycle`),
+    whose :func:`~ryzenai_core.lifecycle.close_all` closes them, LLMs too (and runs at exit). An
+    engine made directly is its maker's to :meth:`close`.
 
     Args:
         package: the folder (or its path).
-        provider: ``"auto"`` (VitisAI where onnxruntime has it, else CPU), ``"npu"`` or ``"cpu"``.
+        provider: ``"auto"`` or None (VitisAI where onnxruntime has it, else CPU), ``"npu"``
+            (VitisAI, an error without it), ``"cpu"``, ``"cuda"`` or ``"dml"`` (onnxruntime's
+            CUDA or DirectML provider, an error without it): the names every model takes
+            (:data:`~ryzenai_core.call_options.PROVIDERS`).
         shapes: ``"auto"`` (static on the NPU or for a static graph, else dynamic), ``"static"``
             or ``"dynamic"``.
         buckets: sequence lengths for static shapes of a dynamic graph (default
@@ -150,8 +173,13 @@ class EncoderEngine(Generic[P]):
         tokenizer: the folder's tokenizer, with neither padding nor truncation.
         truncating_tokenizer: the same tokenizer, cutting inputs to the maximum length as
             :attr:`truncation` says.
+        max_padding: the padding bound of dynamic batches (:func:`.plan_batches`; default
+            :data:`.MAX_PADDING`): a batch ends where the lengths jump. None groups texts by
+            ``batch_size`` alone (benchmarks compare the two).
     """
 
+    registry: ClassVar[Registry] = REGISTRY
+    """The one registry of shared engines, LLMs' and encoders' (:mod:`ryzenai_core.lifecycle`)."""
     package_type: ClassVar[Any]
     """The package class: ``package_type.open(path, **options)``."""
     package_options: ClassVar[tuple[str, ...]] = ("onnx_file",)
@@ -173,7 +201,7 @@ class EncoderEngine(Generic[P]):
         self,
         package: P | str | os.PathLike[str],
         *,
-        provider: Literal["auto", "npu", "cpu"] = "auto",
+        provider: str | None = "auto",
         shapes: Literal["auto", "static", "dynamic"] = "auto",
         buckets: Sequence[int] | None = None,
         provider_options: dict[str, str] | None = None,
@@ -198,8 +226,8 @@ class EncoderEngine(Generic[P]):
             "idle_timeout": idle_timeout,
         }
         pkg = self.package
-        if provider not in ("auto", "npu", "cpu"):
-            raise InvalidRequestError(f"provider {provider!r} is not one of 'auto', 'npu', 'cpu'")
+        check_runtime_settings(provider)  # the names and the error of every model
+        provider = provider or "auto"
         if shapes not in ("auto", "static", "dynamic"):
             raise InvalidRequestError(f"shapes {shapes!r} is not one of 'auto', 'static', 'dynamic'")
         if execution not in (None, "process", "inline"):
@@ -215,11 +243,11 @@ class EncoderEngine(Generic[P]):
         ort = import_onnxruntime()
         import_tokenizers()
         available = list(ort.get_available_providers())
-        if provider == "npu" and NPU_PROVIDER not in available:
+        ep, install = _ONNXRUNTIME_PROVIDERS.get(provider, (CPU_PROVIDER, ""))
+        if provider != "auto" and ep not in available:
             raise RuntimeNotAvailableError(
-                f"provider='npu' needs onnxruntime's {NPU_PROVIDER}, and this onnxruntime "
-                f"{ort.__version__} has {available}. Run in the Ryzen AI environment (its onnxruntime-vitisai), "
-                "or pass provider='cpu'"
+                f"provider={provider!r} needs onnxruntime's {ep}, and this onnxruntime "
+                f"{ort.__version__} has {available}. To use it, {install}; or pass provider='cpu'"
             )
         on_npu = provider == "npu" or (provider == "auto" and NPU_PROVIDER in available)
         if provider == "auto" and not on_npu and self.on_cpu not in _SAID_CPU:
@@ -231,7 +259,7 @@ class EncoderEngine(Generic[P]):
                 NPU_PROVIDER,
                 ", ".join(available),
             )
-        self.provider = NPU_PROVIDER if on_npu else CPU_PROVIDER
+        self.provider = NPU_PROVIDER if on_npu else CPU_PROVIDER if provider == "auto" else ep
         fixed = pkg.static_shape is not None or pkg.fixed_rows is not None
         if shapes == "dynamic" and fixed:
             shown = list(pkg.static_shape) if pkg.static_shape else [pkg.fixed_rows, "sequence"]
@@ -257,6 +285,7 @@ class EncoderEngine(Generic[P]):
         self.intra_op_threads = intra_op_threads
         self.max_shapes = max_shapes
         self.idle_timeout = idle_timeout
+        self.max_padding: float | None = MAX_PADDING
         self._ort_version = str(ort.__version__)
         self._backends: dict[Shape, LocalBackend | WorkerBackend] = {}  # least recently used first
         self._leases: dict[Shape, int] = {}  # calls running on each shape's session now
@@ -293,13 +322,8 @@ class EncoderEngine(Generic[P]):
         every = {k: v for k, v in given.arguments.items() if k not in ("self", "package")}
         plain = {k: tuple(v) if isinstance(v, list) else v for k, v in every.items() if k != "provider_options"}
         options = tuple(sorted((settings.get("provider_options") or {}).items()))
-        key = (cls, str(path), tuple(opened.items()), tuple(sorted(plain.items())), options)
-        with _ENGINES_LOCK:
-            engine = _ENGINES.get(key)
-            if engine is None:
-                engine = cls(cls.package_type.open(path, **opened), **settings)
-                _ENGINES[key] = engine
-            return engine  # type: ignore[return-value]  # keyed by class
+        key = EncoderSlot(cls, str(path), tuple(opened.items()), tuple(sorted(plain.items())), options)
+        return cls.registry.get(key, lambda: cls(cls.package_type.open(path, **opened), **settings))
 
     # -- information ---------------------------------------------------------------------------
 
@@ -447,7 +471,9 @@ class EncoderEngine(Generic[P]):
         """The planned batches of ``encodings`` (:func:`.plan_batches`), to run by iterating."""
         lengths = [len(e.ids) for e in encodings]
         buckets, rows = self.buckets or None, self.static_rows or None
-        batches = plan_batches(lengths, batch_size=batch_size, buckets=buckets, static_rows=rows)
+        batches = plan_batches(
+            lengths, batch_size=batch_size, buckets=buckets, static_rows=rows, max_padding=self.max_padding
+        )
         return BatchRun(lengths, batches, lambda batch: self.run_batch(batch, encodings), progress)
 
     def run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
@@ -491,6 +517,8 @@ class EncoderEngine(Generic[P]):
             }
             vitis.update(self.provider_options)
             providers, options = (NPU_PROVIDER, CPU_PROVIDER), (vitis, {})
+        elif self.provider != CPU_PROVIDER:  # CUDA, DirectML: the CPU takes what they do not
+            providers, options = (self.provider, CPU_PROVIDER), (dict(self.provider_options), {})
         return SessionSpec(
             onnx_file=str(model_file),
             providers=providers,
@@ -548,12 +576,6 @@ class EncoderEngine(Generic[P]):
         for backend in backends:
             backend.close()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001, S110 - interpreter shutdown
-            pass
-
 
 def _close_idle(ref: weakref.ref[EncoderEngine[Any]]) -> None:
     engine = ref()  # the timer holds no strong reference: an engine nobody uses can be collected
@@ -563,12 +585,3 @@ def _close_idle(ref: weakref.ref[EncoderEngine[Any]]) -> None:
 
 def _rebuild_engine(cls: type[EncoderEngine[Any]], package: Any, settings: dict[str, Any]) -> EncoderEngine[Any]:
     return cls(package, **settings)
-
-
-def close_all() -> None:
-    """Close every shared engine (tests, and programs that want their workers gone now)."""
-    with _ENGINES_LOCK:
-        engines = list(_ENGINES.values())
-        _ENGINES.clear()
-    for engine in engines:
-        engine.close()

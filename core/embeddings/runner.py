@@ -3,7 +3,9 @@
 :class:`SessionSpec` is everything a process needs to open one session; :class:`Runner` feeds
 it a padded batch and pools the output; :class:`LocalBackend` runs one in this process and
 :class:`WorkerBackend` in ``python -m ryzenai_core.embeddings.worker``, which a crash of the
-execution provider cannot take down with the caller.
+execution provider cannot take down with the caller. A worker is a
+:class:`~ryzenai_core.workers.WorkerConnection`, as an LLM's is: its start and every batch have a
+deadline, and a worker that dies or hangs is replaced.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import GenerationError, RuntimeNotAvailableError, UnsupportedModelError, WorkerDiedError
-from ..ipc import Error, Failed, Init, Ready, Result, Run, read_frame, reap, write_frame
-from ..spawn import popen_worker
+from ..errors import GenerationError, RuntimeNotAvailableError, UnsupportedModelError
+from ..ipc import Ready, Run
+from ..workers import Deadline, WorkerConnection
 
 if TYPE_CHECKING:
     import numpy as np
@@ -137,69 +139,35 @@ class LocalBackend:
         """Nothing to release: the session goes with this object."""
 
 
-class WorkerBackend:
-    """One worker process (``python -m ryzenai_core.embeddings.worker``) with one session."""
+class WorkerBackend(WorkerConnection):
+    """One worker process (``python -m ryzenai_core.embeddings.worker``) with one session.
+
+    Its start opens the session (on the NPU, compiling it or reading the compile cache), within
+    :data:`~ryzenai_core.workers.LOAD_TIMEOUT`; each batch has :data:`~ryzenai_core.workers.CALL_TIMEOUT`.
+    A batch cannot be stopped inside onnxruntime, so a worker that runs out of time is replaced at
+    once; one that died is replaced by the next call.
+    """
+
+    module = "ryzenai_core.embeddings.worker"
+    what = "encoder worker"
 
     def __init__(self, spec: SessionSpec) -> None:
-        self.spec = spec
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.pid: int | None = None
-        self._lock = threading.Lock()
-        self._ids = 0
+        super().__init__(spec)
+        self._run_lock = threading.Lock()  # one batch at a time: the worker runs them in turn
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        proc = popen_worker("ryzenai_core.embeddings.worker")
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            write_frame(proc.stdin, Init(self.spec))
-            reply = read_frame(proc.stdout)
-        except OSError:
-            reply = None
-        if not isinstance(reply, (Ready, Failed)):
-            code = reap(proc)
-            raise WorkerDiedError(
-                f"the embedding worker for {Path(self.spec.onnx_file).name} died while opening its session "
-                f"(exit code {code}; an execution provider crash?). The next call starts a new worker"
-            )
-        if isinstance(reply, Failed):
-            reap(proc)
-            raise reply.error
-        self.pid = proc.pid
-        log.info("embedding worker %s started for %s (%s)", proc.pid, self.spec.onnx_file, reply.info)
-        return proc
+    def first_frame_deadline(self) -> Deadline:
+        """The start opens the session: the load's deadline."""
+        return Deadline.load()
+
+    def started(self, proc: subprocess.Popen[bytes], ready: Ready) -> None:
+        """Log the new worker and the providers its session runs on."""
+        log.info("%s %s started for %s (%s)", self.what, proc.pid, self.spec.onnx_file, ready.info)
 
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         """The output of one padded batch, from the worker (started, or restarted after a crash, on demand)."""
-        with self._lock:
-            if self.proc is not None and self.proc.poll() is not None:
-                code = reap(self.proc)
-                log.warning("embedding worker %s had exited (code %s); starting a new one", self.pid, code)
-                self.proc = None
-            if self.proc is None:
-                self.proc = self._start()
-            proc = self.proc
-            assert proc.stdin is not None and proc.stdout is not None
-            self._ids += 1
-            try:
-                write_frame(proc.stdin, Run(self._ids, ids, mask, types))
-                reply = read_frame(proc.stdout)
-            except OSError:
-                reply = None
-            if not isinstance(reply, (Result, Error)):
-                self.proc = None
-                code = reap(proc)
-                raise WorkerDiedError(
-                    f"the embedding worker {proc.pid} died (exit code {code}) while embedding a batch of "
-                    f"{ids.shape[0]} x {ids.shape[1]} tokens; this call failed, the next call starts a new worker"
-                )
-            if isinstance(reply, Error):
-                raise reply.error
-            vectors: np.ndarray = reply.value
-            return vectors
-
-    def close(self) -> None:
-        """Stop the worker process (if any)."""
-        with self._lock:
-            proc, self.proc = self.proc, None
-        if proc is not None:
-            reap(proc, timeout=10)
+        doing = f"a batch of {ids.shape[0]} x {ids.shape[1]} tokens of {Path(self.spec.onnx_file).name}"
+        with self._run_lock:
+            vectors: np.ndarray = self.request(
+                lambda rid: Run(rid, ids, mask, types), Deadline.call(), doing=doing, phase="batch", grace=0
+            )
+        return vectors

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
-from ..options import execution_setting
+from ..options import Provider, execution_setting
 from .embedding import EmbeddingEngine, EmbeddingResult, Kind
 from .engine import DEFAULT_IDLE_TIMEOUT, EncoderEngine
 
@@ -31,8 +31,9 @@ class EncoderSettings(BaseModel):
     engine_class: ClassVar[type[EncoderEngine[Any]]]
 
     model: str = Field(description="model folder, or Hugging Face repository id")
-    provider: Literal["auto", "npu", "cpu"] = "auto"
-    """``auto``: onnxruntime's VitisAI provider where installed, else the CPU."""
+    provider: Provider = "auto"
+    """``auto`` (or None): onnxruntime's VitisAI provider where installed, else the CPU; ``npu``, ``cpu``,
+    ``cuda``, ``dml``: that device (the names every model takes, LLMs too)."""
     shapes: Literal["auto", "static", "dynamic"] = "auto"
     """``auto``: static length buckets on the NPU (or for a static graph), dynamic shapes on the CPU."""
     buckets: list[int] | None = None
@@ -114,7 +115,6 @@ class EmbeddingSettings(EncoderSettings):
         instruction: str | None,
         batch_size: int,
         progress: Callable[[int], None] | None = None,
-        blank: Literal["error", "embed"] = "error",
     ) -> EmbeddingResult:
         """:meth:`EmbeddingEngine.embed` with these settings' normalisation and overflow policy."""
         return self.engine.embed(
@@ -125,7 +125,6 @@ class EmbeddingSettings(EncoderSettings):
             batch_size=batch_size,
             on_overflow=self.on_overflow,
             progress=progress,
-            blank=blank,
         )
 
     def engine_settings(self) -> dict[str, Any]:

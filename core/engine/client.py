@@ -1,95 +1,47 @@
 """The worker client: a model in a worker process (:mod:`ryzenai_core.engine.worker`).
 
-One reader thread per worker hands every frame to its call; a call whose worker died before
-any output is sent again to a new worker; a worker that cannot stop a call that ran out of
-time is replaced; a worker that does not start within :data:`START_TIMEOUT` is stopped.
+The worker's start, its reader thread, deadlines and replacement are every worker's
+(:class:`~ryzenai_core.workers.WorkerConnection`); here are a generation's: a call whose worker
+died before any output is sent again to a new worker; a worker that cannot stop a call that ran
+out of time is replaced; calls (render, count tokens, ...) and the load have the workers' deadlines.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
 import os
-import queue
 import subprocess
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from ..call_options import as_call_options
-from ..errors import GenerationError, GenerationTimeoutError, WorkerDiedError
+from ..errors import GenerationTimeoutError, WorkerDiedError
 from ..generation.call import Phase
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk
 from ..ipc import (
-    PIPE_BUFFER,
     Call,
     Cancel,
     Delta,
     End,
     Error,
-    Failed,
-    Init,
     Message,
     Output,
     PhaseReport,
-    Ready,
     Result,
     Stream,
-    parse_frame,
-    read_frame,
-    read_frame_bytes,
-    reap,
     write_frame,
 )
 from ..messages import RawPrompt
-from ..spawn import popen_worker
+from ..workers import Deadline, WorkerConnection
 from .inflight import Backend, PendingCall
 
-__all__ = ["START_TIMEOUT", "STUCK_GRACE", "WORKER_MODULE", "WorkerClient", "read_first_frame"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["STUCK_GRACE", "WorkerClient"]
 
 #: Seconds a worker may take to stop a call that ran out of time before it is replaced by a new one.
 STUCK_GRACE = float(os.environ.get("RYZENAI_LLM_STUCK_GRACE", "10"))
-#: Seconds a new worker process may take to start and open the package (not to load the model).
-START_TIMEOUT = float(os.environ.get("RYZENAI_LLM_START_TIMEOUT", "120"))
-#: The module a model worker runs.
-WORKER_MODULE = "ryzenai_core.engine.worker"
 
 
-def read_first_frame(proc: subprocess.Popen[bytes]) -> Message | None:
-    """The worker's first message; None if it exits or tears it.
-
-    Raises:
-        GenerationError: it sent nothing within :data:`START_TIMEOUT` seconds (it is killed then).
-    """
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    got: list[Message | None] = []
-
-    def read() -> None:
-        try:
-            got.append(read_frame(stdout))
-        except Exception:  # noqa: BLE001 - a torn frame
-            got.append(None)
-
-    reader = threading.Thread(target=read, daemon=True, name="ryzenai-worker-start")
-    reader.start()
-    reader.join(START_TIMEOUT)
-    if reader.is_alive():
-        logger.warning("the model worker (pid %s) sent nothing within %s s; stopping it", proc.pid, START_TIMEOUT)
-        proc.kill()
-        reader.join(10)
-        raise GenerationError(
-            f"the model worker did not start within {START_TIMEOUT:g} s (RYZENAI_LLM_START_TIMEOUT) "
-            "and was stopped; see its stderr above. A machine under heavy load may need more: "
-            "raise RYZENAI_LLM_START_TIMEOUT"
-        )
-    return got[0] if got else None
-
-
-class WorkerClient(Backend):
+class WorkerClient(WorkerConnection, Backend):
     """Talks to a worker process; restarts it on the next call after it died.
 
     A call that runs out of its timeout is cancelled; if the worker does not finish it
@@ -108,79 +60,24 @@ class WorkerClient(Backend):
     ``_write_lock``. A handler is called outside ``_lock`` (it may resend, which takes it).
     """
 
+    module = "ryzenai_core.engine.worker"
+    what = "model worker"
+
     def __init__(self, key: SessionKey) -> None:
+        super().__init__(key)
         self.key = key
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._start_lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._handlers: dict[int, Callable[[Message], None]] = {}
-        self._sent_to: dict[int, int] = {}  # request id -> pid of the worker it was sent to
         self._streams: dict[int, PendingCall] = {}  # open streams, oldest first
         self._running: int | None = None  # the stream the worker is working on
         self._loaded_pid: int | None = None
-        self._ids = itertools.count(1)
-        self._closed = False  # set once, by close()
 
     # -- process management
-    def _ensure(self) -> subprocess.Popen[bytes]:
-        with self._start_lock:
-            proc = self._proc
-            # A closed stdin: its reader thread saw it die and is reaping it (poll() may not say so yet).
-            if proc is not None and proc.poll() is None and proc.stdin is not None and not proc.stdin.closed:
-                return proc
-            if self._closed:  # a call still in flight (a resend) after close(): no new worker
-                raise WorkerDiedError("the engine was closed during the call")
-            proc = popen_worker(WORKER_MODULE, bufsize=PIPE_BUFFER)
-            assert proc.stdin is not None and proc.stdout is not None
-            try:
-                write_frame(proc.stdin, Init(self.key), self._write_lock)
-            except OSError:  # it exited before reading
-                pass
-            try:
-                ready = read_first_frame(proc)
-            except GenerationError:  # silent: killed
-                reap(proc, timeout=10)
-                raise
-            if not isinstance(ready, Ready):
-                code = reap(proc, timeout=10)
-                if isinstance(ready, Failed):
-                    raise ready.error  # the session could not start (a package that broke since): its own error
-                raise GenerationError(f"the model worker failed to start (exit code {code}); see its stderr above")
-            self._proc = proc
-            reader = threading.Thread(target=self._read, args=(proc,), daemon=True, name=f"ryzenai-reader-{proc.pid}")
-            reader.start()
-            return proc
-
     def ensure_loaded(self) -> None:
-        """Load the model in the worker before a timed call (the load is not part of any timeout)."""
+        """Load the model in the worker before a timed call (the load has its own deadline, no call's timeout)."""
         proc = self._ensure()
         if self._loaded_pid != proc.pid:
             self.call("load")
             with self._lock:
                 self._loaded_pid = proc.pid
-
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
-        """The reader thread: hands every frame from the worker to its call until the pipe ends.
-
-        No signal interrupts this thread (Python delivers them to the main thread), so a frame is
-        never left half read; a torn frame (the worker died writing it) ends the worker.
-        """
-        assert proc.stdout is not None
-        stdout = proc.stdout
-        try:
-            while True:
-                try:
-                    data = read_frame_bytes(stdout)
-                    if data is None:
-                        break
-                    msg = parse_frame(data)
-                except Exception:  # noqa: BLE001 - a torn frame: nothing after it can be trusted
-                    proc.kill()
-                    break
-                self._dispatch(msg)
-        finally:
-            self._died(proc)
 
     def _dispatch(self, msg: Message) -> None:
         """Hand a message from the worker to its call."""
@@ -195,75 +92,40 @@ class WorkerClient(Backend):
             with self._lock:
                 if self._running == msg.rid:
                     self._running = None
-                handler = self._handlers.get(msg.rid)
-        elif isinstance(msg, (Delta, Output, Result)):
-            with self._lock:
-                handler = self._handlers.get(msg.rid)
-        else:
+        elif not isinstance(msg, (Delta, Output, Result)):
             return  # nothing a call waits for (a worker speaks first only once)
-        if handler is not None:
-            handler(msg)
+        super()._dispatch(msg)
 
     def _died(self, proc: subprocess.Popen[bytes]) -> None:
-        """The worker's pipe ended (it exited, was killed or closed, or tore a frame): fail its calls."""
-        code = reap(proc)
-        err = WorkerDiedError(
-            f"the model worker process (pid {proc.pid}) exited with code {code} during the call; "
-            "the next call starts a new worker"
-        )
+        """The worker's pipe ended: it runs nothing now; its calls fail."""
         with self._lock:
             if self._running is not None and self._sent_to.get(self._running) == proc.pid:
                 self._running = None
-            failed = [(rid, handler) for rid, handler in self._handlers.items() if self._sent_to.get(rid) == proc.pid]
-        for rid, handler in failed:
-            handler(Error(rid, err))
-
-    def _send(self, message: Stream | Call) -> None:
-        proc = self._ensure()
-        assert proc.stdin is not None
-        with self._lock:
-            self._sent_to[message.rid] = proc.pid
-        try:
-            write_frame(proc.stdin, message, self._write_lock)
-        except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
-            raise WorkerDiedError(
-                f"the model worker process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
-            ) from exc
-
-    def _register(self, handler: Callable[[Message], None]) -> int:
-        with self._lock:
-            rid = next(self._ids)
-            self._handlers[rid] = handler
-        return rid
+        super()._died(proc)
 
     def _forget(self, rid: int) -> None:
+        super()._forget(rid)
         with self._lock:
-            self._handlers.pop(rid, None)
-            self._sent_to.pop(rid, None)
             self._streams.pop(rid, None)
-
-    def _waiting(self, rid: int) -> bool:
-        """Whether request ``rid`` still has a caller (it was not forgotten or orphaned)."""
-        with self._lock:
-            return rid in self._handlers
 
     # -- calls
     def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
-        """Run a session method in the worker and wait for its result (up to ``timeout`` seconds)."""
-        q: queue.SimpleQueue[Message] = queue.SimpleQueue()
-        rid = self._register(q.put)
-        try:
-            self._send(Call(rid, method, args))
-            try:
-                msg = q.get(timeout=timeout)
-            except queue.Empty:
-                raise GenerationTimeoutError(f"{method} took longer than timeout={timeout} s", phase=method) from None
-        finally:
-            self._forget(rid)
-        if isinstance(msg, Error):
-            raise msg.error
-        assert isinstance(msg, Result)
-        return msg.value
+        """Run a session method in the worker and wait for its result.
+
+        Within ``timeout`` seconds if given, else the workers' deadline: the load's
+        (:data:`~ryzenai_core.workers.LOAD_TIMEOUT`) for ``load`` and for any call before the
+        model is loaded in this worker (the call loads it), else :data:`~ryzenai_core.workers.CALL_TIMEOUT`.
+        A worker that has not answered :data:`STUCK_GRACE` seconds after that is replaced.
+        """
+        if timeout is not None:
+            deadline = Deadline(timeout, "timeout")
+        elif method == "load" or self._loaded_pid is None or self._loaded_pid != self.pid:
+            deadline = Deadline.load()
+        else:
+            deadline = Deadline.call()
+        return self.request(
+            lambda rid: Call(rid, method, args), deadline, doing=f"the call {method}()", phase=method, grace=STUCK_GRACE
+        )
 
     def launch(self, call: PendingCall) -> None:
         """Send a stream to the worker (to a new one, if it died before the request reached it)."""
@@ -329,21 +191,13 @@ class WorkerClient(Backend):
         """Cancel a call that ran out of time; replace the worker if it cannot stop it."""
         self._cancel(call.rid)
         if call.control.phase != Phase.QUEUED:
-            timer = threading.Timer(STUCK_GRACE, self._replace_if_stuck, args=(call.rid, self._proc))
-            timer.daemon = True
-            timer.start()
+            rid = call.rid
+            self.stop_if_stuck(self._proc, STUCK_GRACE, lambda: self._runs(rid), "a generation")
         return call.control.timeout_error()
 
-    def _replace_if_stuck(self, rid: int, proc: subprocess.Popen[bytes] | None) -> None:
+    def _runs(self, rid: int) -> bool:
         with self._lock:
-            running = self._running
-        if proc is not None and running == rid and proc.poll() is None:
-            logger.warning(
-                "the model worker (pid %s) did not stop a call that ran out of time within %s s; replacing it",
-                proc.pid,
-                STUCK_GRACE,
-            )
-            proc.kill()
+            return self._running == rid
 
     def orphan(self, call: PendingCall) -> None:
         """Forget a call nobody reads and cancel it in the worker."""
@@ -369,15 +223,3 @@ class WorkerClient(Backend):
         except (OSError, ValueError):  # ValueError: its pipe was closed (it died just now)
             pass
 
-    @property
-    def pid(self) -> int | None:
-        """The running worker's process id (None before it started or after it exited)."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
-
-    def close(self) -> None:
-        """End the worker; calls in flight fail and none is sent to a new worker."""
-        self._closed = True  # calls still in flight fail; none is sent to a new worker
-        with self._start_lock:  # a worker starting now is ended too
-            proc, self._proc = self._proc, None
-        if proc is not None:
-            reap(proc, timeout=5)

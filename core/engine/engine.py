@@ -21,18 +21,19 @@ Set the default with the ``RYZENAI_LLM_EXECUTION`` environment variable.
 
 from __future__ import annotations
 
-import atexit
+import dataclasses
 import json
 import logging
 import os
 import threading
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..call_options import Execution, as_call_options, check_runtime_settings, llm_execution
 from ..errors import InvalidRequestError
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
+from ..lifecycle import REGISTRY, Registry
 from ..messages import ChatMessage, RawPrompt
 from ..options import GenerationOptions
 from ..package.budget import ContextBudget
@@ -40,7 +41,7 @@ from ..package.folder import ModelPackage
 from ..package.hub import resolve_model
 from ..request import Request
 from .client import WorkerClient
-from .registry import Registry, Slot, folder_identity
+from .registry import Slot, folder_identity, npu_identity
 
 if TYPE_CHECKING:  # the inline backend (and with it the session's modules) loads when an inline engine first runs
     from ..generation.session import Session
@@ -68,8 +69,8 @@ class Engine:
     budget.
     """
 
-    #: the shared engines, by slot, by NPU identity and by the names callers used
-    registry: ClassVar[Registry[Engine]] = Registry()
+    #: the one registry of shared engines (LLMs and encoders), by slot, by NPU identity and by the names callers used
+    registry: ClassVar[Registry] = REGISTRY
 
     def __init__(self, key: SessionKey, execution: Execution, package: ModelPackage | None = None) -> None:
         if execution not in ("process", "inline"):
@@ -99,7 +100,8 @@ class Engine:
         session options overlaid on the package's (``{"log_severity_level": 3}``, ...).
         """
         check_runtime_settings(provider, num_threads)
-        mode = llm_execution(execution)
+        provider = None if provider == "auto" else provider  # the package's own
+        mode = cast(Execution, llm_execution(execution))
         options = json.dumps(dict(session_options), sort_keys=True) if session_options else "{}"
         name = None
         if not isinstance(model, ModelPackage):
@@ -109,12 +111,40 @@ class Engine:
             # per process).
             asked = (os.fspath(model), provider, num_threads, release, mode, options)
             folder = folder_identity(asked[0])
-            if (engine := cls.registry.named(asked, folder)) is not None:
+            if (engine := cls.registry.named(asked, folder, Engine)) is not None:
                 return engine
             name = (asked, folder)
         path = model.path if isinstance(model, ModelPackage) else resolve_model(model)
-        key = SessionKey(str(path.resolve()), provider, num_threads, release, options)
-        return cls.registry.get(Slot(key, mode), lambda package: cls(key, mode, package), name)  # type: ignore[arg-type]
+        npu = provider == "npu"
+        key = SessionKey(str(path.resolve()), None if npu else provider, num_threads, release, options)
+
+        def create() -> Engine:
+            package = ModelPackage.open(key.path, release=key.release)
+            if npu and not package.is_ryzenai:
+                raise InvalidRequestError(
+                    f"provider='npu' runs an AMD Ryzen AI package on its own provider, and {package.name} is a "
+                    f"plain ONNX package for {package.provider}; use one of AMD's packages "
+                    "(amd/Llama-3.2-1B_rai_1.8.0_npu_4K, ...), or provider='auto' to run this one where it belongs"
+                )
+            shared = npu_identity(key, package, mode)
+            if shared is None:
+                return cls(key, mode, package)
+            engine, made = cls.registry.shared(shared, lambda: cls(key, mode, package))
+            if not made:
+                logger.info(
+                    "%s: num_threads=%s, release=%s share the loaded model of num_threads=%s, release=%s "
+                    "(the same generation on the NPU; the model is not loaded twice)",
+                    package.name,
+                    key.num_threads,
+                    key.release,
+                    engine.key.num_threads,
+                    engine.key.release,
+                )
+            return engine
+
+        # "npu" has its slot (its check runs once), and shares the engine of the package's own provider
+        slot = Slot(dataclasses.replace(key, provider="npu") if npu else key, mode)
+        return cls.registry.get(slot, create, name)
 
     @property
     def budget(self) -> ContextBudget:
@@ -258,9 +288,5 @@ class Engine:
 
     @classmethod
     def close_all(cls) -> None:
-        """Close every shared engine (called at interpreter exit)."""
-        for engine in cls.registry.engines().values():
-            engine.close()
-
-
-atexit.register(Engine.close_all)
+        """Close every shared engine, LLMs and encoders (:func:`ryzenai_core.close_all`, run at interpreter exit)."""
+        cls.registry.close_all()

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ..embeddings.embedding import empty_blanks, is_blank
 from ..embeddings.engine import EncoderEngine
 from ..embeddings.settings import EncoderSettings
 from ..errors import InvalidRequestError, UnsupportedModelError
@@ -125,24 +126,30 @@ class RerankEngine(EncoderEngine[RerankPackage]):
 
         No passages give an empty result (a retriever may have found none).
 
+        A blank text (:func:`~ryzenai_core.embeddings.embedding.is_blank`: empty, whitespace, or only
+        invisible characters) is the empty text, with a warning naming it, as in embeddings: a
+        blank passage is scored as the empty passage (every blank passage gets one score), and a
+        blank query (an agent's empty search) scores the passages against the empty query, so the
+        pipeline goes on (the order then says little).
+
         Args:
-            query: the question (not blank).
-            documents: the passages (strings; a blank one is scored like any other).
+            query: the question.
+            documents: the passages.
             batch_size: pairs per run with dynamic shapes (static runs hold the graph's rows).
             on_overflow: ``"truncate"`` cuts the end of a passage whose pair is over the maximum
                 length (logged, and listed in :attr:`RerankResult.truncated`); ``"error"`` raises.
             progress: called with the number of pairs done after each run.
 
         Raises:
-            InvalidRequestError: a query that is blank, not a string, or so long that it leaves no
-                room for a passage; a passage that is not a string; a lone surrogate in either; a
+            InvalidRequestError: a query that is not a string, or so long that it leaves no room
+                for a passage; a passage that is not a string; a lone surrogate in either; a
                 pair over the maximum length with ``on_overflow="error"``; a bad option.
             UnsupportedModelError: the graph's output is not one logit per pair.
             WorkerDiedError: the worker process died during the call; the next call starts a new one.
         """
         import numpy as np
 
-        items = self._check(query, documents)
+        query, items = self._check(query, documents)
         self.check_call(on_overflow, batch_size)
         if not items:
             return RerankResult(scores=[], logits=[], tokens=[], truncated=[], padding=0, shapes=[])
@@ -198,13 +205,10 @@ class RerankEngine(EncoderEngine[RerankPackage]):
         )
 
     @staticmethod
-    def _check(query: str, documents: Sequence[str]) -> list[str]:
+    def _check(query: str, documents: Sequence[str]) -> tuple[str, list[str]]:
+        """The query and passages to score: strings without lone surrogates; blank ones as the empty text."""
         if not isinstance(query, str):
             raise InvalidRequestError(f"the query is a {type(query).__name__}, not a string: pass the question's text")
-        if not query.strip():
-            raise InvalidRequestError(
-                f"the query is blank ({query!r}): there is nothing to rank the documents against; send the question"
-            )
         check_prompt_text(query, "the query")
         if isinstance(documents, str):
             raise InvalidRequestError(
@@ -215,7 +219,15 @@ class RerankEngine(EncoderEngine[RerankPackage]):
             if not isinstance(text, str):
                 raise InvalidRequestError(f"document {i} is a {type(text).__name__}, not a string: pass strings only")
             check_prompt_text(text, f"document {i}")
-        return items
+        if is_blank(query) and items:
+            log.warning(
+                "the query is blank (%r): the documents were scored against the empty query, so their order says "
+                "little; send the question",
+                query,
+            )
+            query = ""
+        empty_blanks(items, noun="document", verb="rank", made="scored as the empty passage")
+        return query, items
 
 
 class RerankSettings(EncoderSettings):

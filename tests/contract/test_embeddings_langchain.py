@@ -98,8 +98,7 @@ def test_show_progress_draws_a_bar(capsys):
 def test_bad_input_is_a_typed_error():
     embeddings = RyzenAIEmbeddings(model=str(TINY_ST), on_overflow="error")
     assert embeddings.embed_documents([]) == []
-    with pytest.raises(InvalidRequestError, match="text 0 is empty"):
-        embeddings.embed_query("")
+    assert len(embeddings.embed_query("")) == 32  # a blank query is the empty text, with a warning
     with pytest.raises(InvalidRequestError, match="over tiny-bert-st's maximum of 128"):
         embeddings.embed_documents(["vantor lab " * 100])
     assert len(embeddings.embed_query("still works")) == 32

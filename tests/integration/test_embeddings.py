@@ -103,6 +103,28 @@ def test_bge_models_get_bge_query_instruction(copy_package):
     assert pkg.query_instruction == BGE_QUERY_INSTRUCTION and pkg.document_instruction == ""
 
 
+def test_an_empty_query_instruction_turns_off_a_bge_models_default_in_the_core_and_both_faces(copy_package):
+    from langchain_ryzenai import RyzenAIEmbeddings
+    from llamaindex_ryzenai import RyzenAIEmbedding
+
+    folder = str(copy_package(TINY_ST, "bge-tiny-en-v1.5"))
+    engine = EmbeddingEngine.get(folder)
+    plain = engine.embed(["vantor"]).vectors[0]  # a document: no instruction
+    prefixed = engine.embed([BGE_QUERY_INSTRUCTION + "vantor"]).vectors[0]
+    assert engine.embed(["vantor"], kind="query").vectors[0] == prefixed  # the default: BGE's
+    assert engine.embed(["vantor"], kind="query", instruction="").vectors[0] == plain
+    assert engine.embed(["vantor"], kind="query", instruction="").tokens == engine.embed(["vantor"]).tokens
+    for default, off in (
+        (RyzenAIEmbeddings(model=folder).embed_query, RyzenAIEmbeddings(model=folder, query_instruction="").embed_query),
+        (
+            RyzenAIEmbedding(model=folder).get_query_embedding,
+            RyzenAIEmbedding(model=folder, query_instruction="").get_query_embedding,
+        ),
+    ):
+        assert default("vantor") == prefixed
+        assert off("vantor") == plain
+
+
 # -- pooling, normalisation, padding ------------------------------------------------------
 
 
@@ -180,6 +202,19 @@ def test_plan_batches_sorts_by_length_and_uses_prefill_bucket_accounting():
         plan_batches(lengths, batch_size=0)
 
 
+def test_a_long_text_among_short_ones_runs_apart_with_the_same_vectors_in_input_order(cpu):
+    long = "The Orsk Foundry is located in Tamberlow. The Orsk Foundry was established in 1998. " * 9
+    texts = [f"note {i} on the lab" for i in range(15)] + [long] + [f"memo {i}" for i in range(16)]
+    whole = EmbeddingEngine(TINY_ST)
+    whole.max_padding = None  # as before: one run of 32 rows padded to the long text
+    split, together = cpu.embed(texts), whole.embed(texts)
+    assert together.shapes == [(32, 128)] and len(split.shapes) >= 2 and (1, 128) in split.shapes
+    assert split.padding < together.padding / 10
+    np.testing.assert_allclose(split.vectors, together.vectors, atol=1e-5)
+    for i in (0, 15, 31):  # each vector is its own text's, where the text was
+        np.testing.assert_allclose(split.vectors[i], cpu.embed([texts[i]]).vectors[0], atol=1e-5)
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(1, 128), min_size=1, max_size=40), st.integers(1, 8))
 def test_every_text_runs_once_in_a_bucket_that_holds_it(lengths, rows):
@@ -219,8 +254,6 @@ def test_a_text_over_the_maximum_is_truncated_and_reported(cpu, caplog):
 @pytest.mark.parametrize(
     ("texts", "message"),
     [
-        (["fine", ""], r"text 1 is empty \(''\)"),
-        (["   "], r"text 0 is empty \('   '\)"),
         (["fine", 3], "text 1 is a int, not a string"),
         ("one string", "texts is one string"),
     ],

@@ -1,9 +1,10 @@
-"""Embedding sessions in worker processes: same vectors, errors come back, a dead worker is replaced."""
+"""Encoder sessions in worker processes: same vectors, errors come back, a dead or hung worker is replaced."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -14,10 +15,12 @@ from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
 from conftest import FIXTURES, process_alive
-from ryzenai_core import GenerationError, UnsupportedModelError, WorkerDiedError
+from ryzenai_core import GenerationError, GenerationTimeoutError, UnsupportedModelError, WorkerDiedError, workers
 from ryzenai_core.embeddings.embedding import EmbeddingEngine
+from ryzenai_core.rerank.engine import RerankEngine
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
+CROSS = FIXTURES / "rerank" / "tiny-bert-cross-encoder"
 TEXTS = ["Who is the director of the Vantor Lab?", "hello", "sparse attention"]
 
 
@@ -62,31 +65,37 @@ def test_an_error_in_the_worker_is_the_call_s_and_the_worker_survives(copy_packa
         engine.close()
 
 
+def _in_a_thread(call):
+    """Run ``call`` in a thread; its exceptions in the list returned with it."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, errors
+
+
 def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_new_one():
     engine = EmbeddingEngine(TINY_ST, execution="process")
     try:
         want = engine.embed(TEXTS).vectors
         (pid,) = engine.worker_pids()
         (backend,) = engine._backends.values()
-        batches = backend._ids  # batches sent so far: the call below sends one more
         os.kill(pid, signal.SIGSTOP)  # the worker cannot answer: the call below waits on it
-        errors: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                engine.embed(TEXTS)
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-
-        t = threading.Thread(target=call)
-        t.start()
-        while backend._ids == batches and t.is_alive():  # the call has sent its batch (not found the worker dead)
+        t, errors = _in_a_thread(lambda: engine.embed(TEXTS))
+        while not backend._handlers and t.is_alive():  # the call has sent its batch (not found the worker dead)
             time.sleep(0.01)
         os.kill(pid, signal.SIGKILL)  # an execution provider crash, as the caller sees it
         t.join(timeout=30)
         assert not t.is_alive()
         assert len(errors) == 1 and isinstance(errors[0], WorkerDiedError)
-        assert f"embedding worker {pid} died (exit code -9)" in str(errors[0]) and "next call starts a new worker" in str(errors[0])
+        assert f"encoder worker process (pid {pid}) exited with code -9 during the call" in str(errors[0])
+        assert "the next call starts a new worker" in str(errors[0])
         np.testing.assert_allclose(engine.embed(TEXTS).vectors, want, atol=1e-6)
         assert engine.worker_pids() != [pid]
     finally:
@@ -99,9 +108,79 @@ def test_a_worker_that_died_between_calls_is_replaced(caplog):
         engine.embed(TEXTS)
         (pid,) = engine.worker_pids()
         os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        deadline = time.monotonic() + 30
+        while process_alive(pid) and time.monotonic() < deadline:  # reaped by its reader thread
+            time.sleep(0.05)
         assert len(engine.embed(TEXTS).vectors) == 3
-        assert f"embedding worker {pid} had exited" in caplog.text
+        assert f"the encoder worker (pid {pid}) had exited; starting a new one" in caplog.text
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize("kind", ["embed", "rerank"])
+def test_a_hung_worker_times_out_with_the_typed_error_and_is_replaced(kind, monkeypatch):
+    """A worker that stops answering (a stand-in: the process stopped) fails the call after
+    RYZENAI_LLM_CALL_TIMEOUT with GenerationTimeoutError, is killed, and the next call gets a new one."""
+    if kind == "embed":
+        engine = EmbeddingEngine(TINY_ST, execution="process")
+        call = lambda: engine.embed(TEXTS).vectors  # noqa: E731
+    else:
+        engine = RerankEngine(CROSS, execution="process")
+        call = lambda: engine.rerank(TEXTS[0], TEXTS).scores  # noqa: E731
+    try:
+        want = call()
+        (pid,) = engine.worker_pids()
+        os.kill(pid, signal.SIGSTOP)  # hung: alive, never answering
+        monkeypatch.setattr(workers, "CALL_TIMEOUT", 0.5)
+        with pytest.raises(GenerationTimeoutError) as info:
+            call()
+        message = str(info.value)
+        assert f"the encoder worker (pid {pid}) did not answer a batch of 3 x " in message
+        assert "within 0.5 s (RYZENAI_LLM_CALL_TIMEOUT); it was stopped, and the next call starts a new worker" in message
+        assert info.value.phase == "batch" and isinstance(info.value, TimeoutError)
+        monkeypatch.undo()
+        np.testing.assert_allclose(call(), want, atol=1e-6)  # a new worker
+        (new,) = engine.worker_pids()
+        assert new != pid
+        deadline = time.monotonic() + 30
+        while process_alive(pid) and time.monotonic() < deadline:  # killed, and reaped by its reader thread
+            time.sleep(0.05)
+        assert not process_alive(pid)
+    finally:
+        engine.close()
+
+
+def test_a_hung_worker_that_does_not_read_a_large_batch_times_out_too(monkeypatch):
+    """A batch larger than the pipe holds waits for the worker to read it: that wait has the deadline too."""
+    texts = ["the vantor lab builds speech models " * 30] * 32  # 32 x 128 tokens: ~100 KB of arrays
+    engine = EmbeddingEngine(TINY_ST, execution="process")
+    try:
+        want = engine.embed(texts[:1]).vectors
+        (pid,) = engine.worker_pids()
+        os.kill(pid, signal.SIGSTOP)
+        monkeypatch.setattr(workers, "CALL_TIMEOUT", 0.5)
+        with pytest.raises(GenerationTimeoutError, match=rf"the encoder worker \(pid {pid}\) did not read a batch of 32 x 128 tokens .*within 0.5 s \(RYZENAI_LLM_CALL_TIMEOUT\)"):
+            engine.embed(texts)
+        monkeypatch.undo()
+        np.testing.assert_allclose(engine.embed(texts[:1]).vectors, want, atol=1e-6)
+        assert engine.worker_pids() != [pid]
+    finally:
+        engine.close()
+
+
+def test_a_worker_that_does_not_start_within_the_load_timeout_is_stopped(tmp_path, monkeypatch):
+    script = tmp_path / "silent-python"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    script.chmod(0o755)
+    engine = EmbeddingEngine(TINY_ST, execution="process")
+    try:
+        monkeypatch.setattr(sys, "executable", str(script))
+        monkeypatch.setattr(workers, "LOAD_TIMEOUT", 1.0)
+        with pytest.raises(GenerationError, match=r"the encoder worker did not start within 1 s \(RYZENAI_LLM_LOAD_TIMEOUT\)"):
+            engine.embed(TEXTS)
+        assert engine.worker_pids() == []
+        monkeypatch.undo()
+        assert len(engine.embed(TEXTS).vectors) == 3
     finally:
         engine.close()
 

@@ -1,7 +1,7 @@
 """Embeddings and rerankers do what their framework's own do with the inputs real pipelines produce.
 
-No texts, a lone surrogate, a blank node, a misspelt constructor argument, a folder that is not
-there: each gets the framework's answer (``[]``, a skipped or empty vector) or a typed error that
+No texts, a lone surrogate, blank text (the empty text, with a warning), a misspelt constructor
+argument, a folder that is not there: each gets the framework's answer (``[]``, a skipped or empty vector) or a typed error that
 names the value and the fix, in both faces and both execution modes.
 """
 
@@ -12,6 +12,7 @@ import logging
 import pytest
 from langchain_core.documents import Document
 from langchain_core.vectorstores import InMemoryVectorStore
+from llama_index.core.schema import NodeWithScore
 
 from conftest import FIXTURES
 from langchain_ryzenai import RyzenAIEmbeddings
@@ -86,7 +87,11 @@ def test_a_lone_surrogate_in_a_rerank_text_names_the_document(execution):
         )
 
 
-# -- a blank node: LlamaIndex's own embeddings embed it; the index build goes on ------------------
+# -- blank text: the empty text, with a warning, in both faces; the pipeline goes on -----------------
+
+#: Texts with nothing to embed: empty, whitespace (a PDF's form feed), NUL, the BOM, zero-width characters.
+BLANKS = ["", " ", "\n\t\x0c", "\x00", "\ufeff", "\u200b", "\u200b\ufeff \x00\u2060\u200d"]
+XLMR = FIXTURES / "rerank" / "tiny-xlmr-reranker"
 
 
 def test_a_whitespace_only_node_does_not_abort_a_vector_store_index(caplog, llamaindex_event_loop):
@@ -96,20 +101,87 @@ def test_a_whitespace_only_node_does_not_abort_a_vector_store_index(caplog, llam
     nodes = [TextNode(text=DOCS[0], id_="a"), TextNode(text="  \n\t", id_="blank"), TextNode(text=DOCS[1], id_="b")]
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
         index = VectorStoreIndex(nodes, embed_model=RyzenAIEmbedding(model=str(TINY_ST), query_instruction=""))
-    assert "1 of 3 text(s) are empty or only whitespace (first: text 1, '  \\n\\t')" in caplog.text
+    assert "1 of 3 text(s) have nothing to embed (empty, whitespace or invisible characters only; first: text 1, '  \\n\\t')" in caplog.text
     (hit,) = index.as_retriever(similarity_top_k=1).retrieve(DOCS[1])
     assert hit.node.node_id == "b"
 
 
-def test_a_blank_text_embeds_as_the_special_tokens_alone():
+def test_every_blank_text_embeds_as_the_empty_text_with_a_warning(caplog):
     engine = EmbeddingEngine(TINY_ST)
-    result = engine.embed(["   ", DOCS[0]], blank="embed")
-    assert result.tokens[0] == engine.count_tokens([""])[0] == 2  # [CLS] [SEP]
-    assert result.vectors[0] == engine.embed([" "], blank="embed").vectors[0]
-    with pytest.raises(InvalidRequestError, match=r"text 0 is empty \('   '\)"):
-        engine.embed(["   "])  # the core and the LangChain face still refuse it by default
-    with pytest.raises(InvalidRequestError, match="blank 'skip' is not one of 'error', 'embed'"):
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
+        result = engine.embed([*BLANKS, DOCS[0]])
+    assert f"{len(BLANKS)} of {len(BLANKS) + 1} text(s) have nothing to embed" in caplog.text
+    assert result.tokens[: len(BLANKS)] == [2] * len(BLANKS)  # [CLS] [SEP], whatever invisible characters it held
+    assert all(v == result.vectors[0] for v in result.vectors[: len(BLANKS)])
+    assert result.vectors[-1] != result.vectors[0]
+    # a query keeps its instruction: a blank one is the instruction alone
+    query = engine.embed(BLANKS, kind="query", instruction="find: ")
+    assert query.vectors == engine.embed(["find: "] * len(BLANKS), instruction="").vectors
+    with pytest.raises(InvalidRequestError, match=r"text 1 is blank \('\\ufeff'\): it has nothing to embed"):
+        engine.embed(["x", "\ufeff"], blank="error")  # the core's opt-in refusal
+    with pytest.raises(InvalidRequestError, match="blank 'skip' is not one of 'embed', 'error'"):
         engine.embed(["x"], blank="skip")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("execution", ["inline", "process"])
+def test_a_blank_page_and_an_empty_query_go_through_a_langchain_vector_store(execution, caplog):
+    """An image-only PDF page (no text, or a form feed) in from_documents, and an agent's search for ''."""
+    embeddings = RyzenAIEmbeddings(model=str(TINY_ST), execution=execution)
+    pages = [Document(page_content=DOCS[0]), Document(page_content=""), Document(page_content="\x0c"), Document(page_content=DOCS[1])]
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
+        store = InMemoryVectorStore.from_documents(pages, embeddings)
+        hits = store.as_retriever(search_kwargs={"k": 4}).invoke("")  # a retriever tool's empty query
+    assert len(hits) == 4
+    assert store.similarity_search(DOCS[1], k=1)[0].page_content == DOCS[1]
+    assert "2 of 4 text(s) have nothing to embed" in caplog.text and "1 of 1 text(s) have nothing to embed" in caplog.text
+    vectors = embeddings.embed_documents(BLANKS)
+    assert all(v == vectors[0] for v in vectors)
+    queries = [embeddings.embed_query(b) for b in BLANKS]
+    assert all(q == queries[0] for q in queries)
+
+
+def test_a_blank_document_and_an_empty_query_go_through_a_llamaindex_index(caplog, llamaindex_event_loop):
+    from llama_index.core import Document as LlamaDocument
+    from llama_index.core import VectorStoreIndex
+
+    embed_model = RyzenAIEmbedding(model=str(TINY_ST))
+    documents = [LlamaDocument(text=DOCS[0]), LlamaDocument(text="\u200b\ufeff"), LlamaDocument(text=DOCS[1])]
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
+        index = VectorStoreIndex.from_documents(documents, embed_model=embed_model)
+        # " ": LlamaIndex's QueryBundle asks no embedding of "" (its retriever then fails by itself)
+        hits = index.as_retriever(similarity_top_k=3).retrieve(" ")
+    assert len(hits) == 3 and "1 of 1 text(s) have nothing to embed" in caplog.text
+    vectors = embed_model.get_text_embedding_batch(BLANKS)
+    assert all(v == vectors[0] for v in vectors)
+    queries = [embed_model.get_query_embedding(b) for b in BLANKS]
+    assert all(q == queries[0] for q in queries)
+    # both faces give a blank text the same vector
+    assert vectors[0] == RyzenAIEmbeddings(model=str(TINY_ST)).embed_documents([" "])[0]
+
+
+@pytest.mark.parametrize("folder", [CROSS, XLMR], ids=["bert", "xlmr"])
+def test_blank_passages_score_as_the_empty_passage_and_a_blank_query_still_ranks(folder, caplog):
+    engine = RerankEngine.get(str(folder))
+    with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
+        result = engine.rerank("who builds the Pellix?", [*BLANKS, *DOCS])
+    assert f"{len(BLANKS)} of {len(BLANKS) + 2} document(s) have nothing to rank" in caplog.text
+    assert result.scores[: len(BLANKS)] == [result.scores[0]] * len(BLANKS)
+    assert result.tokens[: len(BLANKS)] == [result.tokens[0]] * len(BLANKS)
+    empty = engine.rerank("", DOCS)
+    for query in BLANKS[1:]:
+        assert engine.rerank(query, DOCS).scores == empty.scores
+    assert "the query is blank ('\\u200b'): the documents were scored against the empty query" in caplog.text
+
+
+def test_a_blank_query_ranks_in_both_reranker_faces():
+    from llama_index.core.schema import QueryBundle, TextNode
+
+    docs = [Document(page_content=t) for t in DOCS]
+    assert len(LangChainRerank(model=str(CROSS), top_n=None).compress_documents(docs, " ")) == 2
+    nodes = LlamaIndexRerank(model=str(CROSS), top_n=None).postprocess_nodes(
+        [NodeWithScore(node=TextNode(text=t)) for t in DOCS], query_bundle=QueryBundle("\u200b")
+    )
+    assert len(nodes) == 2
 
 
 # -- a misspelt argument: did you mean ---------------------------------------------------------

@@ -407,7 +407,7 @@ def test_a_name_is_looked_up_again_when_it_names_another_folder(copy_package, mo
     second = Engine.get("m", execution="inline")
     assert second is not first and second.package.path.resolve() == two.resolve()
     # an engine taken out of the registry is not handed out again
-    Engine.registry.forget(lambda slot: slot == (second.key, "inline"))
+    Engine.registry.forget(lambda slot: slot == (second.key, "inline"), Engine)
     assert Engine.get("m", execution="inline") is not second
     link = tmp_path / "current-model"
     link.symlink_to(one, target_is_directory=True)

@@ -33,10 +33,9 @@ from ryzenai_core import (
     InvalidRequestError,
     WorkerDiedError,
 )
-from ryzenai_core.engine import client as client_module
+from ryzenai_core import workers as workers_module
 from ryzenai_core.engine.client import WorkerClient
 from ryzenai_core.engine.inline import InlineBackend
-from ryzenai_core.engine.registry import Registry
 from ryzenai_core.errors import ContextWindowExceededError
 from ryzenai_core.ipc import (
     Call,
@@ -49,6 +48,7 @@ from ryzenai_core.ipc import (
     reap,
     write_frame,
 )
+from ryzenai_core.lifecycle import Registry
 from ryzenai_core.options import validated_options
 
 MSGS = [ChatMessage("user", "Tell me about the NPU.")]
@@ -205,7 +205,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
     engine = Engine.get(lasting_copy, execution=execution)  # type: ignore[arg-type]
     engine.load()
     frames: list[str] = []  # what the worker sent: the cancelled generation must stop, not run to its end
-    real = client_module.parse_frame
+    real = workers_module.parse_frame
 
     def counting(data):
         message = real(data)
@@ -213,7 +213,7 @@ async def test_cancelling_the_task_mid_stream_frees_the_model(lasting_copy, surf
             frames.append(type(message).__name__)
         return message
 
-    monkeypatch.setattr(client_module, "parse_frame", counting)
+    monkeypatch.setattr(workers_module, "parse_frame", counting)
     task = asyncio.create_task(run(surface, lasting_copy, execution, max_tokens=LONG))
     await _first_chunk(engine, task)
     task.cancel()
@@ -289,7 +289,7 @@ def test_a_worker_that_never_answers_is_stopped_after_the_start_timeout(own_copy
     script.write_text("#!/bin/sh\nexec sleep 600\n")
     script.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(script))
-    monkeypatch.setattr(client_module, "START_TIMEOUT", 1.0)
+    monkeypatch.setattr(workers_module, "START_TIMEOUT", 1.0)
     engine = Engine.get(own_copy, execution="process")
     with pytest.raises(GenerationError, match=r"did not start within 1 s \(RYZENAI_LLM_START_TIMEOUT\)"):
         engine.generate(MSGS, validated_options(max_new_tokens=SHORT))
@@ -382,7 +382,7 @@ def test_a_worker_call_that_times_out_names_the_call_and_the_next_call_works(sha
     slow = validated_options(chat_template="{% for i in range(30000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}")
     with pytest.raises(GenerationTimeoutError) as info:
         engine.backend.call("render", MSGS, slow, timeout=0.1)
-    assert info.value.phase == "render" and "render took longer than timeout=0.1 s" in str(info.value)
+    assert info.value.phase == "render" and "did not answer the call render() within 0.1 s (timeout)" in str(info.value)
     assert engine.render(MSGS).endswith("Tell me about the NPU.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
     _idle(engine)
 
@@ -473,7 +473,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
     engine = Engine.get(own_lasting, execution="process")
     engine.load()
     pid = engine.worker_pid()
-    real = client_module.parse_frame
+    real = workers_module.parse_frame
     deltas = []
 
     def tearing(data):
@@ -484,7 +484,7 @@ def test_a_torn_frame_from_a_live_worker_ends_its_calls_and_the_next_call_works(
                 raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(client_module, "parse_frame", tearing)
+    monkeypatch.setattr(workers_module, "parse_frame", tearing)
     with pytest.raises(WorkerDiedError, match=rf"pid {pid}\)"):
         engine.generate(MSGS, validated_options(max_new_tokens=LONG, temperature=0, kv_reuse=False), timeout=20)
     assert len(deltas) == 3

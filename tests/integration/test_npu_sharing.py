@@ -154,9 +154,9 @@ def test_an_npu_engine_forgotten_by_every_slot_is_not_shared_again(copy_package,
     try:
         two = Engine.get(folder, num_threads=2, execution="inline")
         assert Engine.get(folder, num_threads=4, execution="inline") is two
-        Engine.registry.forget(lambda slot: slot.key.num_threads == 2 and Path(slot.key.path) == folder.resolve())
+        Engine.registry.forget(lambda slot: slot.key.num_threads == 2 and Path(slot.key.path) == folder.resolve(), Engine)
         assert Engine.get(folder, num_threads=8, execution="inline") is two  # the num_threads=4 slot holds it
-        Engine.registry.forget(lambda slot: Path(slot.key.path) == folder.resolve())
+        Engine.registry.forget(lambda slot: Path(slot.key.path) == folder.resolve(), Engine)
         assert Engine.get(folder, num_threads=2, execution="inline") is not two
     finally:
         close_engines_under(tmp_path)

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import LASTING_MODEL, close_engines_under
 from ryzenai_core import ChatMessage, Engine, WorkerDiedError
-from ryzenai_core.engine import client as client_module
+from ryzenai_core import workers as workers_module
 from ryzenai_core.ipc import Delta, Stream, parse_frame
 from ryzenai_core.options import validated_options
 
@@ -171,7 +171,7 @@ def test_a_torn_frame_replaces_the_worker(engine, monkeypatch):
                 raise pickle.UnpicklingError("pickle data was truncated")
         return message
 
-    monkeypatch.setattr(client_module, "parse_frame", tearing)
+    monkeypatch.setattr(workers_module, "parse_frame", tearing)
     with pytest.raises(WorkerDiedError):
         for _ in e.stream(MSGS, opts(LONG)):
             pass
@@ -200,7 +200,7 @@ def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, monkeypatc
     """close() from another thread between the look at a frame and taking it: the stream ends with
     WorkerDiedError (the worker is gone), not an error about a closed file."""
     e = second()
-    real = client_module.parse_frame
+    real = workers_module.parse_frame
     seen = []
 
     def parse(data):
@@ -213,7 +213,7 @@ def test_close_while_a_stream_takes_a_frame_is_a_worker_error(second, monkeypatc
                 closer.join()
         return msg
 
-    monkeypatch.setattr(client_module, "parse_frame", parse)
+    monkeypatch.setattr(workers_module, "parse_frame", parse)
     with pytest.raises(WorkerDiedError):
         for _ in e.stream(MSGS, opts(LONG)):
             pass
@@ -227,8 +227,8 @@ def test_close_before_a_streams_first_output_starts_no_new_worker(second):
     sent = threading.Event()
     real_send = backend._send
 
-    def send(message):
-        real_send(message)
+    def send(message, *deadline):
+        real_send(message, *deadline)
         if isinstance(message, Stream):
             sent.set()
 

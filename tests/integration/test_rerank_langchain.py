@@ -79,8 +79,6 @@ def test_top_n_none_reorders_all_and_rerank_gives_indices():
 def test_no_documents_give_no_documents_and_bad_input_is_a_typed_error():
     reranker = RyzenAIRerank(model=str(BERT), on_overflow="error")
     assert reranker.compress_documents([], QUERY) == []
-    with pytest.raises(InvalidRequestError, match="the query is blank"):
-        reranker.compress_documents(DOCS, " ")
     with pytest.raises(InvalidRequestError, match="lone surrogate"):
         reranker.compress_documents([Document(page_content="bad \ud800")], QUERY)
     with pytest.raises(InvalidRequestError, match="document 0 makes a pair of .* over tiny-bert-cross-encoder's maximum of 512"):

@@ -10,7 +10,7 @@ import pytest
 from llama_index.core import Settings, VectorStoreIndex
 from llama_index.core.callbacks import CallbackManager, CBEventType
 from llama_index.core.callbacks.base_handler import BaseCallbackHandler
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, TextNode
 
 from conftest import FIXTURES, REPLICAS
 from llamaindex_ryzenai import BucketPackingPostprocessor, RyzenAIEmbedding, RyzenAILLM, RyzenAIRerank
@@ -97,8 +97,6 @@ def test_no_nodes_no_query_and_bad_input():
     assert reranker.postprocess_nodes([], query_str=QUERY) == []
     with pytest.raises(InvalidRequestError, match="needs the query to rank nodes against"):
         reranker.postprocess_nodes(_nodes(TEXTS))
-    with pytest.raises(InvalidRequestError, match="the query is blank"):
-        reranker.postprocess_nodes(_nodes(TEXTS), query_bundle=QueryBundle(""))
     assert len(reranker.postprocess_nodes(_nodes(TEXTS), query_str=QUERY)) == 3
 
 

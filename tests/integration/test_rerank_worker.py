@@ -60,7 +60,7 @@ def test_bad_input_is_refused_before_the_worker_and_the_worker_survives(copy_pac
         want = engine.rerank(QUERY, DOCS).scores
         (pid,) = engine.worker_pids()
         assert engine.rerank(QUERY, []).scores == []
-        for query, docs in [("", DOCS), (QUERY, ["\ud800"]), ("q\udfff", DOCS), (QUERY, [None]), ("v " * 600, DOCS)]:
+        for query, docs in [(QUERY, ["\ud800"]), ("q\udfff", DOCS), (QUERY, [None]), ("v " * 600, DOCS)]:
             with pytest.raises(InvalidRequestError):
                 engine.rerank(query, docs)
         with pytest.raises(InvalidRequestError, match="over tiny-bert-cross-encoder's maximum of 512"):
@@ -85,7 +85,9 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
         want = engine.rerank(QUERY, DOCS).scores
         (pid,) = engine.worker_pids()
         os.kill(pid, signal.SIGKILL)  # an execution provider crash, as the caller sees it
-        os.waitpid(pid, 0)
+        deadline = time.monotonic() + 30
+        while process_alive(pid) and time.monotonic() < deadline:  # reaped by its reader thread
+            time.sleep(0.05)
         engine.rerank(QUERY, DOCS)  # found dead between calls: replaced
         (second,) = engine.worker_pids()
         os.kill(second, signal.SIGSTOP)

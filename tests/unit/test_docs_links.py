@@ -54,7 +54,7 @@ REPO_PATH = re.compile(
     r"(?:::(\w+))?"
 )
 #: Written by the scripts, not kept in git: benchmark results and the models the benchmarks build.
-WRITTEN = ("benchmarks/results/", "benchmarks/models/")
+WRITTEN = ("benchmarks/results", "benchmarks/models")  # written by the benchmarks, ignored by git
 #: A module of the project, or a name in one, by its import name.
 DOTTED = re.compile(r"(?<![\w.])((?:ryzenai_core|ryzenai_cli|langchain_ryzenai|llamaindex_ryzenai)(?:\.\w+)+)")
 FOLDERS = {"ryzenai_core": "core", "ryzenai_cli": "cli", "langchain_ryzenai": "langchain_ryzenai",
