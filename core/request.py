@@ -24,24 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .call_options import CallOptions, as_call_options
 from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
+from .options import GenerationOptions
 
-if TYPE_CHECKING:
-    # A face builds requests without the template machinery; resolving runs where the model is, and
-    # there (a worker) without pydantic: options arrive as plain CallOptions.
-    from .options import GenerationOptions
+if TYPE_CHECKING:  # a face builds requests without the template machinery; resolving runs where the model is
     from .package.budget import ContextBudget
     from .prompt.templates import ChatTemplate
 
 __all__ = ["Request", "resolve"]
-
-
-def _default_options() -> GenerationOptions:
-    from .options import GenerationOptions
-
-    return GenerationOptions()
 
 
 @dataclass(frozen=True)
@@ -58,17 +49,17 @@ class Request:
     """
 
     messages: Sequence[ChatMessage] | RawPrompt
-    options: GenerationOptions = field(default_factory=_default_options)
+    options: GenerationOptions = field(default_factory=GenerationOptions)
     timeout: float | None = None
     max_retries: int = 1
 
 
 def resolve(
-    options: CallOptions | GenerationOptions,
+    options: GenerationOptions,
     template: ChatTemplate,
     budget: ContextBudget,
     count_text: Callable[[str], int],
-) -> CallOptions:
+) -> GenerationOptions:
     """The options onnxruntime-genai runs for ``options`` (see the module docstring).
 
     Idempotent: the result has its intent (``tool_choice``, ``response_format``) turned into
@@ -87,7 +78,6 @@ def resolve(
     """
     from .prompt.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
 
-    options = as_call_options(options)
     parallel = _parallel_tool_calls(options, template)
     forced = options.forced_tool
     shaped = options.response_format is not None
@@ -128,7 +118,7 @@ def resolve(
     )
 
 
-def _parallel_tool_calls(options: CallOptions, template: ChatTemplate) -> bool | None:
+def _parallel_tool_calls(options: GenerationOptions, template: ChatTemplate) -> bool | None:
     """Whether an answer may hold several tool calls (None without tools).
 
     Raises:
@@ -146,3 +136,4 @@ def _parallel_tool_calls(options: CallOptions, template: ChatTemplate) -> bool |
             "each result before the next call"
         )
     return not one if options.parallel_tool_calls is None else options.parallel_tool_calls
+

@@ -29,7 +29,6 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..call_options import as_call_options
 from ..errors import InvalidRequestError
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
@@ -195,11 +194,11 @@ class Engine:
     # -- tokens
     def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> int:
         """Prompt tokens of ``messages`` with the package's template and tokenizer."""
-        return int(self.backend.call("count_tokens", list(messages), as_call_options(options)))
+        return int(self.backend.call("count_tokens", list(messages), options or GenerationOptions()))
 
     def render(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> str:
         """The prompt text for ``messages``."""
-        return str(self.backend.call("render", list(messages), as_call_options(options)))
+        return str(self.backend.call("render", list(messages), options or GenerationOptions()))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""

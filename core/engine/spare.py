@@ -9,7 +9,7 @@ loaded before a call. It starts
 
 - when a face's LLM class is first read from its package (the face calls
   :func:`start_spare_ahead`), before the framework's own import (0.5-1.5 s), which it then runs
-  beside: unless :data:`~ryzenai_core.call_options.ENV_EXECUTION` says ``inline`` at that time,
+  beside: unless :data:`~ryzenai_core.options.ENV_EXECUTION` says ``inline`` at that time,
   or the process is a multiprocessing child importing its parent's main module;
 - when an LLM model object whose model runs in a worker (the default) is built, if none waits
   then (the one started at the import was taken, or stopped after a change below).
@@ -41,8 +41,8 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from ..call_options import llm_execution
 from ..ipc import PIPE_BUFFER
+from ..options import llm_execution
 from ..spawn import WORKER_FLAG, popen_worker
 
 __all__ = [
@@ -133,7 +133,7 @@ def start_spare(*, ahead: bool = False) -> None:
 def start_spare_ahead() -> None:
     """Start a model worker when a face's LLM class is imported.
 
-    Not when LLMs run inline here by default (:data:`~ryzenai_core.call_options.ENV_EXECUTION`),
+    Not when LLMs run inline here by default (:data:`~ryzenai_core.options.ENV_EXECUTION`),
     nor in a multiprocessing child while it imports its parent's main module (a pool of spawned
     processes would otherwise start one worker each, for models they may never build).
     """
