@@ -503,8 +503,10 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):  # type: ign
             else:
                 parser = JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
         elif method in ("json_schema", "json_mode"):
-            if method == "json_schema":
-                response_format: dict[str, Any] = {"type": "json_schema", "schema": convert_to_json_schema(schema)}
+            if method == "json_schema":  # a pydantic class by its own schema, as in every face
+                own = getattr(schema, "model_json_schema", None) if is_pydantic else None
+                json_schema = own() if callable(own) else convert_to_json_schema(schema)
+                response_format: dict[str, Any] = {"type": "json_schema", "schema": json_schema}
             else:
                 response_format = {"type": "json_object"}
                 ls_format["kwargs"] = {"method": method}

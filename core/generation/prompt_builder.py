@@ -22,7 +22,7 @@ from ..package.budget import BudgetPlan
 from ..package.folder import ModelPackage
 from ..package.runtime import import_oga
 from ..prompt.templates import ChatTemplate, PackageTemplates
-from ..request import resolve
+from ..request import instructed, resolve
 from .tokens import Tokens
 
 __all__ = ["Prepared", "PromptBuilder", "after_drops", "drop_steps"]
@@ -77,7 +77,7 @@ class PromptBuilder:
     def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
         """The prompt text for ``messages`` (``options`` as the caller gave them)."""
         resolved = self.resolve(options)
-        return self._render(messages, resolved, _tools(resolved))
+        return self._render(instructed(messages, options), resolved, _tools(resolved))
 
     def _render(self, messages: Sequence[ChatMessage], options: GenerationOptions, tools: list[dict[str, Any]]) -> str:
         """:meth:`render` with options resolved and tools normalised."""

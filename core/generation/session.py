@@ -28,6 +28,7 @@ from ..package.folder import ModelPackage
 from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
+from ..request import instructed
 from .call import CallControl, CallSpec, Phase, timeout_error
 from .kv_cache import KVCache, feed, kv_reuse_default
 from .loader import Loaded, SessionKey, load_model
@@ -161,6 +162,8 @@ class Session:
         control.check_deadline()  # it may have waited in a queue before this
         control.enter(Phase.PREPARING)
         resolved = self.resolve(options)
+        if not isinstance(messages, RawPrompt):
+            messages = instructed(messages, options)  # the answer's form, said in the prompt
         prepared = self.prompts.prepare(messages, resolved, control.check_deadline)
         control.prompt_tokens = len(prepared.prompt_ids)
         return self._stream(prepared, resolved, control, reader, t_call)

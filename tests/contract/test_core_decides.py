@@ -23,6 +23,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import ChatMessage as LIMessage
 from llama_index.core.base.llms.types import MessageRole
+from llama_index.core.prompts import ChatPromptTemplate
 from pydantic import BaseModel
 
 from conftest import ROOT, TINY_LLAMA, TINY_QWEN3, tear_first_deltas
@@ -125,6 +126,13 @@ LI_SYSTEM = [
             lambda: ChatRyzenAI(model=QWEN, max_tokens=4).bind_tools([ADD]).invoke(LC_SYSTEM),
             lambda: RyzenAILLM(model=QWEN, max_new_tokens=4).chat(LI_SYSTEM, tools=[ADD], tool_choice="auto"),
             id="tool-choice-auto",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=48).with_structured_output(Answer).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=48).structured_predict(
+                Answer, ChatPromptTemplate(message_templates=LI_SYSTEM)
+            ),
+            id="structured-output",
         ),
         pytest.param(
             lambda: ChatRyzenAI(model=QWEN, max_tokens=24).invoke(LC_SYSTEM, response_format={"type": "json_object"}),
@@ -267,6 +275,20 @@ def test_the_core_resolves_a_forced_call_once_the_same_for_both_faces(recorded) 
     assert resolved[0].max_new_tokens == Engine.get(QWEN).budget.bounded_output_tokens
     assert [c["name"] for c in lc.tool_calls] == ["add"]
     assert [b.tool_name for b in li.message.blocks if hasattr(b, "tool_name")] == ["add"]
+
+
+def test_the_core_says_the_answers_form_in_the_prompt_for_either_face() -> None:
+    """A response format is said in the prompt by the core (the schema, compact), counted as prompt tokens alike."""
+    engine = Engine.get(QWEN)
+    schema = {"type": "json_schema", "schema": Answer.model_json_schema()}
+    shaped = validated_options(max_new_tokens=48, response_format=schema)
+    prompt = engine.render(CORE_SYSTEM, shaped)
+    assert 'What is 2 plus 3?\n\nAnswer in JSON matching this schema: {"properties":{"city":{"type":"string"}' in prompt
+    counted = engine.count_tokens(CORE_SYSTEM, shaped)
+    assert counted > engine.count_tokens(CORE_SYSTEM, validated_options())
+    lc = ChatRyzenAI(model=QWEN, max_tokens=48).with_structured_output(Answer, include_raw=True).invoke(LC_SYSTEM)
+    assert lc["raw"].usage_metadata["input_tokens"] == counted
+    assert RyzenAILLM(model=QWEN, max_new_tokens=48).count_tokens(LI_SYSTEM, response_format=schema) == counted
 
 
 def test_errors_name_the_option_as_each_face_calls_it() -> None:
