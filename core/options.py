@@ -400,15 +400,17 @@ class GenerationOptions:
         """Check (and store in their one form) the values; the rules over several options after."""
         names = self.option_names if isinstance(self.option_names, Mapping) else {}
         problems = []
-        for f in _FIELDS:
-            value = getattr(self, f.name)
+        for name, default, check in _CHECKS:
+            value = getattr(self, name)
+            if value is default:  # a default is valid as it is
+                continue
             try:
-                checked = f.metadata["check"](value)
+                checked = check(value)
             except ValueError as exc:  # InvalidRequestError too
-                problems.append(f"{names.get(f.name, f.name)}={value!r}: {exc}")
+                problems.append(f"{names.get(name, name)}={value!r}: {exc}")
                 continue
             if checked is not value:
-                object.__setattr__(self, f.name, checked)
+                object.__setattr__(self, name, checked)
         if not problems:
             problems = self._rules()
         if problems:
@@ -451,6 +453,8 @@ class GenerationOptions:
 
 
 _FIELDS = dataclasses.fields(GenerationOptions)
+#: Each field's name, default and check, in the order they are checked.
+_CHECKS = tuple((f.name, f.default, f.metadata["check"]) for f in _FIELDS)
 #: The options a call may set, by their own names (every field but ``option_names``).
 OPTIONS = tuple(f.name for f in _FIELDS if f.name != "option_names")
 #: What a call may set besides its options: the seconds it may take (None: no limit).
