@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, model_validator
 
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions, call_options, check_runtime_settings, llm_execution, validated_options
+from .options import GenerationOptions, check_runtime_settings, llm_execution, validated_options
 from .request import Request
+from .vocabulary import call_options
 
 if TYPE_CHECKING:
     from .engine.engine import Engine
@@ -137,7 +138,7 @@ class LLMSettings(BaseModel):
         }
 
     def call_options(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """A call's keywords by the options' own names (see :func:`~ryzenai_core.options.call_options`).
+        """A call's keywords by the options' own names (see :func:`~ryzenai_core.vocabulary.call_options`).
 
         Read with the core's vocabulary and this face's names; ``timeout`` and the face's own
         keywords come back as given.

@@ -5,7 +5,8 @@ carries, what a session runs and what a worker receives. Each field is declared 
 check of its values (:func:`_option`); a value is checked when the options are made
 (``__post_init__``, pure functions, no pydantic: a worker's start is the interpreter, the core's
 own modules and onnxruntime-genai), so every ``GenerationOptions`` holds valid values. Adding an
-option is adding a field: every face then takes it per call by its name (:func:`call_options`).
+option is adding a field: every face then takes it per call by its name
+(:func:`~ryzenai_core.vocabulary.call_options`).
 
 Precedence for sampling: the caller's value, then the package's ``search`` section of
 genai_config.json, then the library default. Only values that are set are sent to the runtime
@@ -20,12 +21,11 @@ import json
 import numbers
 import os
 import warnings
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from .errors import InvalidRequestError
-from .vocabulary import ALIASES, UNSUPPORTED, did_you_mean, refuse_unknown_keywords, unsupported
 
 __all__ = [
     "CALL_SETTINGS",
@@ -36,13 +36,10 @@ __all__ = [
     "GenerationOptions",
     "Guidance",
     "ResponseFormat",
-    "call_options",
     "check_runtime_settings",
     "execution_setting",
     "forces_tool",
-    "given_twice",
     "llm_execution",
-    "option_name",
     "resolve_search",
     "response_format_from",
     "tool_choice_from",
@@ -356,11 +353,11 @@ class GenerationOptions:
     """Options of one generation. ``None`` means: use the package's default.
 
     Made with the options' own names (a typo is a ``TypeError``; :func:`validated_options` and
-    :func:`call_options` name the closest option). Values are checked when made: a bad value is
-    an :class:`~ryzenai_core.errors.InvalidRequestError` naming the option (as ``option_names``
-    calls it), the value and the limit. ``stop`` takes one string or a list, ``tool_choice`` and
-    ``response_format`` the forms frameworks and OpenAI use (:func:`tool_choice_from`,
-    :func:`response_format_from`), ``guidance`` a dict ``{"type", "data"}``.
+    :func:`~ryzenai_core.vocabulary.call_options` name the closest option). Values are checked
+    when made: a bad value is an :class:`~ryzenai_core.errors.InvalidRequestError` naming the
+    option (as ``option_names`` calls it), the value and the limit. ``stop`` takes one string
+    or a list, ``tool_choice`` and ``response_format`` the forms frameworks and OpenAI use
+    (:func:`tool_choice_from`, :func:`response_format_from`), ``guidance`` a dict ``{"type", "data"}``.
     """
 
     max_new_tokens: int | None = _option(None, _number(int, ge=1), "new tokens to generate at most (not prompt + new)")
@@ -475,84 +472,15 @@ def validated_options(**kwargs: Any) -> GenerationOptions:
             what to use instead of an option the core does not have), or a bad value (naming the
             option as ``option_names`` calls it, the value and the limit).
     """
-    names = kwargs.get("option_names") or {}
-    problems = []
-    for key in kwargs:
-        if key in OPTIONS or key == "option_names":
-            continue
-        if key in UNSUPPORTED:
-            problems.append(str(unsupported(key, kwargs[key], "ryzenai-llm", names)))
-            continue
-        close = ALIASES.get(key) or did_you_mean(key, OPTIONS)
-        problems.append(f"{key}={kwargs[key]!r}: not an option" + (f" (did you mean {close!r}?)" if close else ""))
-    if problems:
+    unknown = {key: value for key, value in kwargs.items() if key not in OPTIONS and key != "option_names"}
+    if unknown:
+        from .vocabulary import not_options  # the words for a wrong name (that module reads this one's names)
+
+        problems = not_options(unknown, kwargs.get("option_names") or {})
         raise InvalidRequestError("invalid generation options: " + "; ".join(problems))
     return GenerationOptions(**kwargs)
 
 
-def option_name(key: str, owner: str, names: Mapping[str, str], value: Any = None, where: str = "") -> str:
-    """The option ``key`` names: its own name, the face's name for it (``names``) or an alias; ``""`` if none.
-
-    Raises:
-        InvalidRequestError: ``key`` is an option the core does not have (with what to use instead).
-    """
-    if key in UNSUPPORTED:
-        raise unsupported(key, value, owner, names, where)
-    if key in OPTIONS:
-        return key
-    own = next((name for name, called in names.items() if called == key), None)
-    return own or ALIASES.get(key, "")
-
-
-def call_options(
-    owner: str, given: Mapping[str, Any], names: Mapping[str, str] | None = None, keep: Collection[str] = ()
-) -> dict[str, Any]:
-    """A call's keyword arguments by the options' own names, the one vocabulary of every face.
-
-    A keyword may name an option by its own name, by the face's name for it (``names``:
-    LangChain's ``max_tokens``) or by an alias (:data:`~ryzenai_core.vocabulary.ALIASES`); an
-    option given as None is not given. ``timeout`` (None: no limit) and the face's own keywords
-    (``keep``) come back as given.
-
-    Args:
-        owner: who takes the call, for messages (``"ChatRyzenAI"``).
-        given: the call's keyword arguments.
-        names: the face's names for options (``{"max_new_tokens": "max_tokens"}``).
-        keep: keywords the face reads itself (LangChain's ``model_kwargs``, ``model``).
-
-    Raises:
-        InvalidRequestError: an option the core does not have (with what to use instead); an
-            unknown keyword (with the closest accepted one, and all of them); one option given
-            under two names with different values.
-    """
-    names = names or {}
-    out: dict[str, Any] = {}
-    by: dict[str, str] = {}  # option -> the keyword that gave it
-    unknown = []
-    for key, value in given.items():
-        if key in keep or key in CALL_SETTINGS:
-            out[key] = value
-            continue
-        name = option_name(key, owner, names, value)
-        if not name:
-            unknown.append(key)
-        elif value is not None:
-            if name in out and out[name] != value:
-                raise given_twice(names.get(name, name), by[name], out[name], key, value)
-            out[name], by[name] = value, key
-    if unknown:
-        accepted = {names.get(o, o) for o in OPTIONS} | set(keep) | set(CALL_SETTINGS)
-        refuse_unknown_keywords(owner, unknown, accepted)
-    return out
-
-
-def given_twice(
-    name: str, first: str, first_value: Any, second: str, value: Any, note: str = ""
-) -> InvalidRequestError:
-    """The error of one option given under two names (or in two places) with different values (``note`` added)."""
-    return InvalidRequestError(
-        f"{name} is given twice: {first}={first_value!r} and {second}={value!r}; give it once{note}"
-    )
 
 
 # ---------------------------------------------------------------------- what the runtime is sent

@@ -1,9 +1,13 @@
-"""The words a caller may use for a call's options, beyond the options' own names.
+"""The words of a call: how a caller may name its options, read once for every face.
 
-Every face (LangChain, LlamaIndex, the command line, a direct caller) reads the same words:
+The options themselves (their names, values and limits) are
+:class:`~ryzenai_core.options.GenerationOptions`' fields. Every face (LangChain, LlamaIndex, the
+command line) reads a call's keywords with :func:`call_options`, which knows
 
+* the options' own names, and each face's names for its framework's conventions
+  (LangChain's ``max_tokens``), given by the face;
 * :data:`ALIASES`: other runtimes' and providers' names for an option
-  (``max_tokens``, ``random_seed``, ``stop_sequences``, ``reasoning``, ...);
+  (``max_completion_tokens``, ``random_seed``, ``stop_sequences``, ``reasoning``, ...);
 * :data:`UNSUPPORTED`: names of options other runtimes have and the core does not
   (``max_length``, ``num_beams``, ``do_sample``, ``presence_penalty``, ...), each with what to use
   instead, worded with the face's own names for the options it points to;
@@ -11,18 +15,29 @@ Every face (LangChain, LlamaIndex, the command line, a direct caller) reads the 
   cut-off for every face (LLMs, embeddings, rerankers); :func:`refuse_unknown_keywords` the error
   of a call given keywords it does not take.
 
-The options themselves (their names, values and limits) are
-:class:`~ryzenai_core.options.GenerationOptions`', which reads a call's keywords with these words
-(:func:`~ryzenai_core.options.call_options`). Plain data and functions: a worker imports this too.
+Plain data and functions; a worker does not need them (its options arrive made).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 from .errors import InvalidRequestError
+from .options import CALL_SETTINGS, OPTIONS
 
-__all__ = ["ALIASES", "SUGGESTION_CUTOFF", "UNSUPPORTED", "did_you_mean", "refuse_unknown_keywords", "unsupported"]
+__all__ = [
+    "ALIASES",
+    "SUGGESTION_CUTOFF",
+    "UNSUPPORTED",
+    "call_options",
+    "did_you_mean",
+    "given_twice",
+    "not_options",
+    "option_name",
+    "refuse_unknown_keywords",
+    "unsupported",
+]
 
 #: How alike a misspelt name and a known one must be for the known one to be suggested
 #: (:func:`difflib.get_close_matches`' ratio): ``temprature`` -> ``temperature``,
@@ -117,3 +132,83 @@ def refuse_unknown_keywords(owner: str, given: Iterable[str], accepted: Collecti
         raise InvalidRequestError(
             f"{owner} does not take the keyword argument(s) {named}; accepted per call: {', '.join(sorted(accepted))}"
         )
+
+
+def option_name(key: str, owner: str, names: Mapping[str, str], value: Any = None, where: str = "") -> str:
+    """The option ``key`` names: its own name, the face's name for it (``names``) or an alias; ``""`` if none.
+
+    Raises:
+        InvalidRequestError: ``key`` is an option the core does not have (with what to use instead).
+    """
+    if key in UNSUPPORTED:
+        raise unsupported(key, value, owner, names, where)
+    if key in OPTIONS:
+        return key
+    own = next((name for name, called in names.items() if called == key), None)
+    return own or ALIASES.get(key, "")
+
+
+def call_options(
+    owner: str, given: Mapping[str, Any], names: Mapping[str, str] | None = None, keep: Collection[str] = ()
+) -> dict[str, Any]:
+    """A call's keyword arguments by the options' own names, the one vocabulary of every face.
+
+    A keyword may name an option by its own name, by the face's name for it (``names``:
+    LangChain's ``max_tokens``) or by an alias (:data:`~ryzenai_core.vocabulary.ALIASES`); an
+    option given as None is not given. ``timeout`` (None: no limit) and the face's own keywords
+    (``keep``) come back as given.
+
+    Args:
+        owner: who takes the call, for messages (``"ChatRyzenAI"``).
+        given: the call's keyword arguments.
+        names: the face's names for options (``{"max_new_tokens": "max_tokens"}``).
+        keep: keywords the face reads itself (LangChain's ``model_kwargs``, ``model``).
+
+    Raises:
+        InvalidRequestError: an option the core does not have (with what to use instead); an
+            unknown keyword (with the closest accepted one, and all of them); one option given
+            under two names with different values.
+    """
+    names = names or {}
+    out: dict[str, Any] = {}
+    by: dict[str, str] = {}  # option -> the keyword that gave it
+    unknown = []
+    for key, value in given.items():
+        if key in keep or key in CALL_SETTINGS:
+            out[key] = value
+            continue
+        name = option_name(key, owner, names, value)
+        if not name:
+            unknown.append(key)
+        elif value is not None:
+            if name in out and out[name] != value:
+                raise given_twice(names.get(name, name), by[name], out[name], key, value)
+            out[name], by[name] = value, key
+    if unknown:
+        accepted = {names.get(o, o) for o in OPTIONS} | set(keep) | set(CALL_SETTINGS)
+        refuse_unknown_keywords(owner, unknown, accepted)
+    return out
+
+
+def given_twice(
+    name: str, first: str, first_value: Any, second: str, value: Any, note: str = ""
+) -> InvalidRequestError:
+    """The error of one option given under two names (or in two places) with different values (``note`` added)."""
+    return InvalidRequestError(
+        f"{name} is given twice: {first}={first_value!r} and {second}={value!r}; give it once{note}"
+    )
+
+
+def not_options(given: Mapping[str, Any], names: Mapping[str, str]) -> list[str]:
+    """What is wrong with each name of ``given`` (none an option's), for ``validated_options``.
+
+    The option it most likely means, or what to use instead of an option the core does not have.
+    """
+    problems = []
+    for key, value in given.items():
+        if key in UNSUPPORTED:
+            problems.append(str(unsupported(key, value, "ryzenai-llm", names)))
+        else:
+            close = ALIASES.get(key) or did_you_mean(key, OPTIONS)
+            problems.append(f"{key}={value!r}: not an option" + (f" (did you mean {close!r}?)" if close else ""))
+    return problems

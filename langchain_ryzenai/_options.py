@@ -1,6 +1,6 @@
 """LangChain's conventions for a call's options, mapped onto the core's vocabulary.
 
-The options, their names, aliases and refusals are the core's (:func:`ryzenai_core.options.call_options`);
+The options, their names, aliases and refusals are the core's (:func:`ryzenai_core.vocabulary.call_options`);
 this face adds LangChain's: ``max_tokens`` for ``max_new_tokens``, ``model_kwargs`` (generation
 options by any name, as if given directly, and chat-template variables), a per-call ``model``
 (``model_name``), ``stop`` beside the keywords, and its constructor's checks.
@@ -17,8 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import AliasChoices
 
 from ryzenai_core import InvalidRequestError
-from ryzenai_core.options import given_twice, option_name
-from ryzenai_core.vocabulary import did_you_mean
+from ryzenai_core.vocabulary import did_you_mean, given_twice, option_name
 
 #: The core's options by LangChain's names (its framework's conventions), in calls and error messages.
 OPTION_NAMES = {"max_new_tokens": "max_tokens", "template_vars": "model_kwargs"}

@@ -13,18 +13,9 @@ import pytest
 
 from ryzenai_core import InvalidRequestError
 from ryzenai_core.messages import ChatMessage
-from ryzenai_core.options import (
-    OPTIONS,
-    GenerationOptions,
-    Guidance,
-    ResponseFormat,
-    call_options,
-    option_name,
-    resolve_search,
-    validated_options,
-)
+from ryzenai_core.options import OPTIONS, GenerationOptions, Guidance, ResponseFormat, resolve_search, validated_options
 from ryzenai_core.request import format_instruction, instructed
-from ryzenai_core.vocabulary import ALIASES, UNSUPPORTED
+from ryzenai_core.vocabulary import ALIASES, UNSUPPORTED, call_options, option_name
 
 LANGCHAIN_NAMES = {"max_new_tokens": "max_tokens", "template_vars": "model_kwargs"}
 SCHEMA = {
