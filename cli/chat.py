@@ -21,10 +21,10 @@ from urllib.parse import unquote, urlparse
 
 from ryzenai_core.engine.engine import Engine
 from ryzenai_core.errors import RyzenAIError
-from ryzenai_core.faces import did_you_mean
 from ryzenai_core.generation.streaming import Completion
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import validated_options
+from ryzenai_core.vocabulary import did_you_mean
 
 __all__ = ["COMMANDS", "ChatSession", "add_parser", "unquote_path"]
 

@@ -4,9 +4,10 @@
   limits, retries), a pydantic mixin; each face adds its framework's own names (LangChain's
   ``max_tokens``, LlamaIndex's ``max_new_tokens``) and maps its calls onto the core's
   :class:`~ryzenai_core.request.Request`.
-* :func:`did_you_mean`: the closest known name of a misspelt setting or keyword, with one
-  cut-off for every face (LLMs, embeddings, rerankers); :func:`refuse_unknown_keywords` the error
-  of a call given keywords it does not take.
+* :data:`ModelName`, :data:`Provider`: the types of the faces' ``model`` and ``provider`` fields.
+
+A call's options and the words for them are the core's (:mod:`ryzenai_core.options`,
+:mod:`ryzenai_core.vocabulary`); a face maps only its framework's conventions onto them.
 
 This module sits above the engine (it opens engines for the faces, importing it on first use);
 nothing in the core imports it.
@@ -14,48 +15,38 @@ nothing in the core imports it.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Collection, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
-from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions, ModelName, Provider
+from .options import GenerationOptions, check_runtime_settings, validated_options
 from .request import Request
+from .vocabulary import call_options
 
 if TYPE_CHECKING:
     from .engine.engine import Engine
 
-__all__ = ["SUGGESTION_CUTOFF", "LLMSettings", "did_you_mean", "refuse_unknown_keywords"]
-
-#: How alike a misspelt name and a known one must be for the known one to be suggested
-#: (:func:`difflib.get_close_matches`' ratio): ``temprature`` -> ``temperature``,
-#: ``batchsize`` -> ``batch_size``, ``topn`` -> ``top_n``, never ``frobnicate`` -> anything.
-SUGGESTION_CUTOFF = 0.6
+__all__ = ["LLMSettings", "ModelName", "Provider"]
 
 
-def did_you_mean(name: str, known: Iterable[str]) -> str | None:
-    """The name among ``known`` that ``name`` is most likely a misspelling of, if any."""
-    match = difflib.get_close_matches(str(name), sorted(set(known)), n=1, cutoff=SUGGESTION_CUTOFF)
-    return match[0] if match else None
+def _model_name(value: Any) -> Any:
+    """A folder given as a path object, as the text the caller gave (``Path`` -> ``str``)."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
 
 
-def refuse_unknown_keywords(owner: str, given: Iterable[str], accepted: Collection[str]) -> None:
-    """Refuse the keyword arguments of a call that ``owner`` does not take.
+def _provider(value: str | None) -> str | None:
+    check_runtime_settings(value)  # when a model object is made, not at its first call
+    return value
 
-    Raises:
-        InvalidRequestError: naming each unknown keyword, the known one it is most likely a
-            misspelling of, and every keyword a call accepts.
-    """
-    unknown = sorted(set(given) - set(accepted))
-    if unknown:
-        hints = [(k, did_you_mean(k, accepted)) for k in unknown]
-        named = ", ".join(f"{k} (did you mean {m!r}?)" if m else k for k, m in hints)
-        raise InvalidRequestError(
-            f"{owner} does not take the keyword argument(s) {named}; accepted per call: {', '.join(sorted(accepted))}"
-        )
+
+#: A model as the caller named it: a package folder (a path object becomes its text), a Hugging
+#: Face repository id or an embedded model's name. For the faces' ``model`` fields.
+ModelName = Annotated[str, BeforeValidator(_model_name)]
+#: An execution provider a runtime takes (None: the package's own). For the faces' ``provider`` fields.
+Provider = Annotated[str | None, AfterValidator(_provider)]
 
 
 class LLMSettings(BaseModel):
@@ -65,6 +56,12 @@ class LLMSettings(BaseModel):
     template's default, its KV policy). The faces add their framework's names for the output
     limit and the stop strings, and their own extras.
     """
+
+    #: The face's names for the core's options, its framework's conventions (LangChain's
+    #: ``{"max_new_tokens": "max_tokens"}``): taken per call and used in error messages.
+    option_names: ClassVar[Mapping[str, str]] = {}
+    #: A call's keywords that are the face's own, not options (LangChain's ``model_kwargs``, ``model``).
+    framework_keywords: ClassVar[tuple[str, ...]] = ()
 
     model: ModelName = Field(
         min_length=1, description="model package folder, Hugging Face repository id or embedded model name"
@@ -125,6 +122,32 @@ class LLMSettings(BaseModel):
             "overflow": self.overflow,
             "chat_template": self.chat_template,
         }
+
+    def call_options(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """A call's keywords by the options' own names (see :func:`~ryzenai_core.vocabulary.call_options`).
+
+        Read with the core's vocabulary and this face's names; ``timeout`` and the face's own
+        keywords come back as given.
+        """
+        return call_options(type(self).__name__, kwargs, self.option_names, self.framework_keywords)
+
+    def generation_options(self, own: Mapping[str, Any], call: Mapping[str, Any]) -> GenerationOptions:
+        """The options of one call: the call's over the face's fields and these settings.
+
+        Args:
+            own: the face's own fields, by the options' names (``{"max_new_tokens": ..., "stop": ...}``).
+            call: the call's options, by the options' names (:meth:`call_options`).
+
+        A field set to None is not sent (the package's default); ``template_vars`` of the call
+        are added to the fields' (a call's variable over a field's of the same name).
+
+        Raises:
+            InvalidRequestError: a bad value, named as the face calls it.
+        """
+        values = {k: v for k, v in {**self.sampling_settings(), **own}.items() if v is not None}
+        for name, value in call.items():
+            values[name] = {**values.get(name, {}), **value} if name == "template_vars" else value
+        return validated_options(**values, option_names=dict(self.option_names))
 
     def core_request(
         self,

@@ -33,12 +33,12 @@ if TYPE_CHECKING:  # what the messages carry; a worker imports only the side it 
     import numpy as np
     from numpy.typing import NDArray
 
-    from .call_options import CallOptions
     from .embeddings.runner import SessionSpec
     from .generation.call import Phase
     from .generation.loader import SessionKey
     from .generation.streaming import Chunk
     from .messages import ChatMessage, RawPrompt
+    from .options import GenerationOptions
 
 __all__ = [
     "PIPE_BUFFER",
@@ -104,7 +104,7 @@ class Stream(NamedTuple):
 
     rid: int
     messages: list[ChatMessage] | RawPrompt
-    options: CallOptions
+    options: GenerationOptions
     timeout: float | None = None
     """Seconds from the stream's arrival in the worker (its queue wait included)."""
 

@@ -1,66 +1,61 @@
-"""Generation options: one pydantic model, ``None`` meaning "the package's default".
+"""A call's generation options: one frozen dataclass, declared once, ``None`` meaning "the package's default".
 
-:class:`GenerationOptions` validates what a caller asks; :meth:`GenerationOptions.plain` gives
-the same values as plain data (:class:`~ryzenai_core.call_options.CallOptions`), which is what a
-session runs and a worker receives. Precedence for sampling: the caller's value, then the
-package's ``search`` section of genai_config.json, then the library default. Only values that
-are set are sent to the runtime (:func:`~ryzenai_core.call_options.resolve_search`).
+:class:`GenerationOptions` is what a face builds, what a :class:`~ryzenai_core.request.Request`
+carries, what a session runs and what a worker receives. Each field is declared once, with the
+check of its values (:func:`_option`); a value is checked when the options are made
+(``__post_init__``, pure functions, no pydantic: a worker's start is the interpreter, the core's
+own modules and onnxruntime-genai), so every ``GenerationOptions`` holds valid values. Adding an
+option is adding a field: every face then takes it per call by its name
+(:func:`~ryzenai_core.vocabulary.call_options`).
+
+Precedence for sampling: the caller's value, then the package's ``search`` section of
+genai_config.json, then the library default. Only values that are set are sent to the runtime
+(:func:`resolve_search`). Also here: where an LLM runs (:func:`llm_execution`) and the runtime
+settings check (:func:`check_runtime_settings`), which a worker needs too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import numbers
 import os
 import warnings
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, cast
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-
-from .call_options import (
-    CallOptions,
-    Execution,
-    FormatSpec,
-    GuidanceSpec,
-    check_runtime_settings,
-    forces_tool,
-)
 from .errors import InvalidRequestError
 
 __all__ = [
+    "CALL_SETTINGS",
+    "ENV_EXECUTION",
+    "OPTIONS",
+    "PROVIDERS",
+    "Execution",
     "GenerationOptions",
-    "ModelName",
-    "Provider",
     "Guidance",
     "ResponseFormat",
-    "response_format_from",
+    "check_runtime_settings",
     "execution_setting",
+    "forces_tool",
+    "llm_execution",
+    "resolve_search",
+    "response_format_from",
     "tool_choice_from",
     "validated_options",
 ]
 
-OverflowPolicy = Literal["error", "drop_oldest"]
-#: ``auto`` (the model may call a tool), ``none`` (tools are not sent), ``required`` (it must
-#: call one), or the name of the one tool it must call.
-ToolChoice = str
-_CHOICE_WORDS = {"auto": "auto", "none": "none", "required": "required", "any": "required"}
-_CHOICE_HINT = (
-    "use 'auto', 'none', 'required' (or 'any'), a tool name, or {'type': 'function', 'function': {'name': ...}}"
-)
+# ---------------------------------------------------------------------- where a model runs
+#: Where a model runs: ``"process"`` (a worker process) or ``"inline"`` (this process).
+Execution = Literal["process", "inline"]
+#: The environment variable that sets where LLMs run when a model object does not say (default ``"process"``).
+ENV_EXECUTION = "RYZENAI_LLM_EXECUTION"
 
 
-def _model_name(value: Any) -> Any:
-    """A folder given as a path object, as the text the caller gave (``Path`` -> ``str``)."""
-    return os.fspath(value) if isinstance(value, os.PathLike) else value
+def llm_execution(execution: Execution | None) -> str:
+    """Where an LLM runs: its own ``execution`` setting, else :data:`ENV_EXECUTION`, else ``"process"``."""
+    return execution or os.environ.get(ENV_EXECUTION, "process")
 
 
 #: The encoders' former name for :data:`Execution` and its values (``"thread"`` is ``"inline"``).
@@ -98,16 +93,37 @@ def execution_setting(execution: Execution | None, isolation: str | None, owner:
     return new
 
 
-def _provider(value: str | None) -> str | None:
-    check_runtime_settings(value)  # when a model object is made, not at its first call
-    return value
+#: The execution providers every model takes, LLM or encoder (None is ``"auto"``): ``"auto"`` runs
+#: it where it belongs (an AMD package on its own Ryzen AI provider, another LLM package on the
+#: provider its config names, an encoder on the NPU where onnxruntime has VitisAI, else the CPU);
+#: ``"npu"`` insists on the NPU (an error where it cannot be); ``"cpu"``, ``"cuda"``, ``"dml"``
+#: choose that device.
+PROVIDERS = ("auto", "npu", "cpu", "cuda", "dml")
 
 
-#: A model as the caller named it: a package folder (a path object becomes its text), a Hugging
-#: Face repository id or an embedded model's name. For the faces' ``model`` fields.
-ModelName = Annotated[str, BeforeValidator(_model_name)]
-#: An execution provider a runtime takes (None: the package's own). For the faces' ``provider`` fields.
-Provider = Annotated[str | None, AfterValidator(_provider)]
+def check_runtime_settings(provider: str | None, num_threads: int | None = None) -> None:
+    """Refuse a provider or thread count no runtime takes (checked when a model object is made).
+
+    Raises:
+        InvalidRequestError: naming the value and what is accepted.
+    """
+    if provider is not None and provider not in PROVIDERS:
+        raise InvalidRequestError(
+            f"provider {provider!r} is not supported; use one of {', '.join(repr(p) for p in PROVIDERS)} "
+            "('auto' or None: where the model belongs, the Ryzen AI NPU for AMD's packages; 'npu' insists on it)"
+        )
+    if num_threads is not None and num_threads < 1:
+        raise InvalidRequestError(f"num_threads is {num_threads}; it must be at least 1 (or None)")
+
+
+# ---------------------------------------------------------------------- tool choice and the answer's form
+#: ``auto`` (the model may call a tool), ``none`` (tools are not sent), ``required`` (it must
+#: call one), or the name of the one tool it must call.
+ToolChoice = str
+_CHOICE_WORDS = {"auto": "auto", "none": "none", "required": "required", "any": "required"}
+_CHOICE_HINT = (
+    "use 'auto', 'none', 'required' (or 'any'), a tool name, or {'type': 'function', 'function': {'name': ...}}"
+)
 
 
 def tool_choice_from(value: Any) -> ToolChoice:
@@ -136,19 +152,28 @@ def tool_choice_from(value: Any) -> ToolChoice:
     raise InvalidRequestError(f"tool_choice {value!r} is not understood; {_CHOICE_HINT}")
 
 
-class ResponseFormat(BaseModel):
-    """The form of the answer: one JSON object (``json_object``) or a value matching ``json_schema``."""
+def forces_tool(tool_choice: str) -> bool:
+    """Whether a ``tool_choice`` makes the answer a tool call (``required`` or a tool's name)."""
+    return tool_choice not in ("auto", "none")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """The form of the answer: one JSON object (``json_object``) or a value matching ``json_schema``.
+
+    Raises:
+        InvalidRequestError: another type, or a schema missing (``json_schema``) or given (``json_object``).
+    """
 
     type: Literal["json_object", "json_schema"]
-    json_schema: dict[str, Any] | None = Field(None, description="the schema, for type json_schema")
+    json_schema: dict[str, Any] | None = None
+    """The schema, for type ``json_schema``."""
 
-    @model_validator(mode="after")
-    def _schema_given(self) -> ResponseFormat:
-        if (self.type == "json_schema") != (self.json_schema is not None):
-            raise ValueError("a json_schema response format needs a schema (and json_object none)")
-        return self
+    def __post_init__(self) -> None:
+        if self.type not in ("json_object", "json_schema"):
+            raise InvalidRequestError(f"response format type {self.type!r}: use 'json_object' or 'json_schema'")
+        if (self.type == "json_schema") != isinstance(self.json_schema, dict):
+            raise InvalidRequestError("a json_schema response format needs a schema (a dict), and json_object none")
 
 
 def response_format_from(value: Any) -> ResponseFormat | None:
@@ -180,167 +205,125 @@ def response_format_from(value: Any) -> ResponseFormat | None:
     )
 
 
-class Guidance(BaseModel):
+@dataclass(frozen=True)
+class Guidance:
     """Constrained decoding through onnxruntime-genai guidance.
 
-    Attributes:
-        type: ``json_schema``, ``regex`` or ``lark_grammar``.
-        data: the schema (a dict, or its JSON text), the regular expression or the grammar.
+    Raises:
+        InvalidRequestError: another type, empty data, or a ``json_schema`` that is not a JSON object.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     type: Literal["json_schema", "regex", "lark_grammar"]
+    """``json_schema``, ``regex`` or ``lark_grammar``."""
     data: str
+    """The schema (a dict becomes its JSON text), the regular expression or the grammar."""
 
-    @field_validator("data", mode="before")
-    @classmethod
-    def _schema_to_text(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return json.dumps(value)
-        return value
-
-    @model_validator(mode="after")
-    def _check(self) -> Guidance:
-        if not self.data.strip():
-            raise ValueError(f"guidance of type {self.type!r} needs a non-empty schema, pattern or grammar")
+    def __post_init__(self) -> None:
+        if self.type not in ("json_schema", "regex", "lark_grammar"):
+            raise InvalidRequestError(f"guidance type {self.type!r}: use 'json_schema', 'regex' or 'lark_grammar'")
+        if isinstance(self.data, Mapping):
+            object.__setattr__(self, "data", json.dumps(self.data))
+        if not isinstance(self.data, str) or not self.data.strip():
+            raise InvalidRequestError(f"guidance of type {self.type!r} needs a non-empty schema, pattern or grammar")
         if self.type == "json_schema":
             try:
                 parsed = json.loads(self.data)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"json_schema guidance is not valid JSON: {exc}") from exc
+                raise InvalidRequestError(f"json_schema guidance is not valid JSON: {exc}") from None
             if not isinstance(parsed, dict):
-                raise ValueError("json_schema guidance must be a JSON object (a schema)")
-        return self
+                raise InvalidRequestError("json_schema guidance must be a JSON object (a schema)")
 
 
-class GenerationOptions(BaseModel):
-    """Options of one generation. ``None`` means: use the package's default.
+# ---------------------------------------------------------------------- the checks of the fields' values
+Check = Callable[[Any], Any]
+"""A field's check: the value as stored (converted where a form is accepted), or ValueError with the reason."""
 
-    Unknown fields are rejected, so a typo is an error, not a silently ignored option.
-    """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+def _number(kind: type, *, ge: float | None = None, gt: float | None = None, le: float | None = None) -> Check:
+    """An ``int`` or ``float`` (None allowed) within the bounds."""
+    word = "an integer" if kind is int else "a number"
 
-    max_new_tokens: int | None = Field(None, ge=1, description="new tokens to generate at most (not prompt + new)")
-    temperature: float | None = Field(None, ge=0.0, le=100.0, description="0 means greedy decoding")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, description="nucleus sampling mass")
-    top_k: int | None = Field(None, ge=0, description="sample among the k most likely tokens; 1 = greedy")
-    repetition_penalty: float | None = Field(None, gt=0.0, description="1.0 = none")
-    do_sample: bool | None = Field(None, description="sample (True) or take the most likely token (False)")
-    seed: int | None = Field(None, ge=0, description="random seed; the same seed and prompt give the same output")
-    stop: tuple[str, ...] = Field(default=(), description="strings that end the output; never part of it")
-    enable_thinking: bool | None = Field(None, description="Qwen3-style reasoning on/off (template variable)")
-    guidance: Guidance | None = Field(None, description="constrain the output to a JSON schema, regex or grammar")
-    tools: tuple[dict[str, Any], ...] = Field(default=(), description="tool definitions (OpenAI function format)")
-    tool_choice: ToolChoice = Field("auto", description="'auto', 'none', 'required' or the one tool's name")
-    parallel_tool_calls: bool | None = Field(
-        None,
-        description="several tool calls in one answer: True allows them, False keeps the first; None: as many as "
-        "the template renders back (one per answer where it renders one call per assistant turn)",
-    )
-    response_format: ResponseFormat | None = Field(None, description="JSON object or JSON schema output")
-    chat_template: str | None = Field(None, description="a Jinja chat template (source or file) to use instead")
-    template_vars: dict[str, Any] = Field(default_factory=dict, description="extra chat template variables")
-    overflow: OverflowPolicy = Field("error", description="prompt over the limit: 'error' or 'drop_oldest' turns")
-    kv_reuse: bool | None = Field(None, description="reuse the cached prefix of the previous call (None: package)")
-    option_names: dict[str, str] = Field(
-        default_factory=dict,
-        repr=False,
-        description="what the caller calls an option, for error messages ({'max_new_tokens': 'max_tokens'})",
-    )
-
-    def called(self, name: str) -> str:
-        """The caller's name for the option ``name``."""
-        return self.option_names.get(name, name)
-
-    @field_validator("stop", mode="before")
-    @classmethod
-    def _stop_list(cls, value: Any) -> Any:
+    def check(value: Any) -> Any:
         if value is None:
-            return ()
-        if isinstance(value, str):
-            return (value,)
-        return tuple(value)
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_non_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for s in value:
-            if not isinstance(s, str) or s == "":
-                raise ValueError(f"stop strings must be non-empty strings, got {s!r}")
-            if any("\ud800" <= c <= "\udfff" for c in s):
-                raise ValueError(
-                    f"stop string {s!r} holds a lone surrogate, which is not valid Unicode and no output can "
-                    "contain; fix the string"
-                )
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(f"Input should be {word}")
+        if kind is int and not isinstance(value, numbers.Integral):
+            if not float(value).is_integer():
+                raise ValueError("Input should be an integer, got a number with a fractional part")
+        value = kind(value)
+        if ge is not None and not value >= ge:
+            raise ValueError(f"Input should be greater than or equal to {ge}")
+        if gt is not None and not value > gt:
+            raise ValueError(f"Input should be greater than {gt}")
+        if le is not None and not value <= le:
+            raise ValueError(f"Input should be less than or equal to {le}")
         return value
 
-    @field_validator("tools", mode="before")
-    @classmethod
-    def _tools_tuple(cls, value: Any) -> Any:
-        return () if value is None else tuple(value)
+    return check
 
-    @field_validator("tool_choice", mode="before")
-    @classmethod
-    def _choice(cls, value: Any) -> Any:
-        return tool_choice_from(value)
 
-    @field_validator("response_format", mode="before")
-    @classmethod
-    def _format(cls, value: Any) -> Any:
-        return response_format_from(value)
+def _flag(value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ValueError("Input should be True, False or None")
+    return value
 
-    @field_validator("guidance", mode="before")
-    @classmethod
-    def _guidance(cls, value: Any) -> Any:
-        # what the grammar builders of ryzenai_core.prompt.structured return
-        return {"type": value.type, "data": value.data} if isinstance(value, GuidanceSpec) else value
 
-    @field_validator("template_vars")
-    @classmethod
-    def _not_ours(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key, what in _RESERVED_TEMPLATE_VARS.items():
-            if key in value:
-                raise ValueError(f"{key!r} cannot be a chat-template variable: it is {what}")
-        return value
+def _text(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError("Input should be a string")
+    return value
 
-    @property
-    def forced_tool(self) -> bool:
-        """Whether the answer must be a tool call."""
-        return forces_tool(self.tool_choice)
 
-    def plain(self) -> CallOptions:
-        """These options as plain data: what a session runs and a worker receives (no pydantic needed there)."""
-        values = {name: getattr(self, name) for name in type(self).model_fields}
-        guidance, shape = self.guidance, self.response_format
-        values["guidance"] = None if guidance is None else GuidanceSpec(guidance.type, guidance.data)
-        values["response_format"] = None if shape is None else FormatSpec(shape.type, shape.json_schema)
-        return CallOptions(**values)
+def _overflow(value: Any) -> str:
+    if value not in ("error", "drop_oldest"):
+        raise ValueError("Input should be 'error' or 'drop_oldest'")
+    return str(value)
 
-    @model_validator(mode="after")
-    def _one_constraint(self) -> GenerationOptions:
-        wanted = [
-            what
-            for what, on in (
-                ("guidance", self.guidance is not None),
-                ("response_format", self.response_format is not None),
-                (f"tool_choice={self.tool_choice!r}", self.forced_tool),
+
+def _stop(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    strings = (value,) if isinstance(value, str) else _sequence(value, "strings")
+    for s in strings:
+        if not isinstance(s, str) or s == "":
+            raise ValueError(f"stop strings must be non-empty strings, got {s!r}")
+        if any("\ud800" <= c <= "\udfff" for c in s):
+            raise ValueError(
+                f"stop string {s!r} holds a lone surrogate, which is not valid Unicode and no output can "
+                "contain; fix the string"
             )
-            if on
-        ]
-        if len(wanted) > 1:
-            raise ValueError(f"a call can constrain its output one way only; it got {' and '.join(wanted)}")
-        if self.forced_tool:
-            names = [_tool_name(t) for t in self.tools]
-            if not names:
-                raise ValueError(f"tool_choice={self.tool_choice!r} requires a tool call but no tools were given")
-            if self.tool_choice != "required" and self.tool_choice not in names:
-                bound = ", ".join(names)
-                raise ValueError(
-                    f"tool_choice names {self.tool_choice!r}, which is not a bound tool; bound tools: {bound}"
-                )
-        return self
+    return strings
+
+
+def _tools(value: Any) -> tuple[dict[str, Any], ...]:
+    tools = () if value is None else _sequence(value, "tool definitions (dicts)")
+    for t in tools:
+        if not isinstance(t, Mapping):
+            raise ValueError(f"each tool should be a dict (OpenAI function format), got {type(t).__name__}")
+    return tuple(t if isinstance(t, dict) else dict(t) for t in tools)
+
+
+def _sequence(value: Any, of: str) -> tuple[Any, ...]:
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ValueError(f"Input should be a list of {of}")
+    return tuple(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError("Input should be a dict")
+    return value if isinstance(value, dict) else dict(value)
+
+
+def _template_vars(value: Any) -> dict[str, Any]:
+    variables = _dict(value)
+    for key, what in _RESERVED_TEMPLATE_VARS.items():
+        if key in variables:
+            raise ValueError(f"{key!r} cannot be a chat-template variable: it is {what}")
+    return variables
 
 
 #: Names the chat template gets from the core itself, which a template variable cannot replace.
@@ -353,27 +336,183 @@ _RESERVED_TEMPLATE_VARS = {
 }
 
 
+def _guidance(value: Any) -> Guidance | None:
+    if value is None or isinstance(value, Guidance):
+        return value
+    if not isinstance(value, Mapping) or set(value) != {"type", "data"}:
+        raise ValueError("Input should be a Guidance or a dict {'type': ..., 'data': ...}")
+    return Guidance(type=value["type"], data=value["data"])
+
+
+def _option(default: Any, check: Check, doc: str, *, factory: Callable[[], Any] | None = None, **more: Any) -> Any:
+    """A field of :class:`GenerationOptions`: its default, the check of its values and what it means."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"check": check, "doc": doc}, **more)
+    return field(default=default, metadata={"check": check, "doc": doc}, **more)
+
+
+# ---------------------------------------------------------------------- the options
+@dataclass(frozen=True)
+class GenerationOptions:
+    """Options of one generation. ``None`` means: use the package's default.
+
+    Made with the options' own names (a typo is a ``TypeError``; :func:`validated_options` and
+    :func:`~ryzenai_core.vocabulary.call_options` name the closest option). Values are checked
+    when made: a bad value is an :class:`~ryzenai_core.errors.InvalidRequestError` naming the
+    option (as ``option_names`` calls it), the value and the limit. ``stop`` takes one string
+    or a list, ``tool_choice`` and ``response_format`` the forms frameworks and OpenAI use
+    (:func:`tool_choice_from`, :func:`response_format_from`), ``guidance`` a dict ``{"type", "data"}``.
+    """
+
+    max_new_tokens: int | None = _option(None, _number(int, ge=1), "new tokens to generate at most (not prompt + new)")
+    temperature: float | None = _option(None, _number(float, ge=0, le=100), "0 means greedy decoding")
+    top_p: float | None = _option(None, _number(float, gt=0, le=1), "nucleus sampling mass")
+    top_k: int | None = _option(None, _number(int, ge=0), "sample among the k most likely tokens; 1 = greedy")
+    repetition_penalty: float | None = _option(None, _number(float, gt=0), "1.0 = none")
+    seed: int | None = _option(None, _number(int, ge=0), "random seed; the same seed and prompt give the same output")
+    stop: tuple[str, ...] = _option((), _stop, "strings that end the output; never part of it")
+    enable_thinking: bool | None = _option(None, _flag, "Qwen3-style reasoning on/off (template variable)")
+    guidance: Guidance | None = _option(None, _guidance, "constrain the output to a JSON schema, regex or grammar")
+    tools: tuple[dict[str, Any], ...] = _option((), _tools, "tool definitions (OpenAI function format)")
+    tool_choice: ToolChoice = _option("auto", tool_choice_from, "'auto', 'none', 'required' or the one tool's name")
+    parallel_tool_calls: bool | None = _option(
+        None,
+        _flag,
+        "several tool calls in one answer: True allows them, False keeps the first; None: as many as the "
+        "template renders back (one per answer where it renders one call per assistant turn)",
+    )
+    response_format: ResponseFormat | None = _option(None, response_format_from, "JSON object or JSON schema output")
+    chat_template: str | None = _option(None, _text, "a Jinja chat template (source or file) to use instead")
+    template_vars: dict[str, Any] = _option(None, _template_vars, "extra chat template variables", factory=dict)
+    overflow: Literal["error", "drop_oldest"] = _option(
+        "error", _overflow, "prompt over the limit: 'error' or 'drop_oldest' turns"
+    )
+    kv_reuse: bool | None = _option(None, _flag, "reuse the cached prefix of the previous call (None: package)")
+    option_names: dict[str, str] = _option(
+        None,
+        _dict,
+        "what the caller calls an option, for error messages ({'max_new_tokens': 'max_tokens'}); not compared",
+        factory=dict,
+        repr=False,
+        compare=False,
+    )
+
+    def __post_init__(self) -> None:
+        """Check (and store in their one form) the values; the rules over several options after."""
+        names = self.option_names if isinstance(self.option_names, Mapping) else {}
+        problems = []
+        for name, default, check in _CHECKS:
+            value = getattr(self, name)
+            if value is default:  # a default is valid as it is
+                continue
+            try:
+                checked = check(value)
+            except ValueError as exc:  # InvalidRequestError too
+                problems.append(f"{names.get(name, name)}={value!r}: {exc}")
+                continue
+            if checked is not value:
+                object.__setattr__(self, name, checked)
+        if not problems:
+            problems = self._rules()
+        if problems:
+            raise InvalidRequestError("invalid generation options: " + "; ".join(problems))
+
+    def _rules(self) -> list[str]:
+        """What several options must be together: one constraint on the output; a forced call's tools."""
+        wanted = [
+            what
+            for what, on in (
+                ("guidance", self.guidance is not None),
+                ("response_format", self.response_format is not None),
+                (f"tool_choice={self.tool_choice!r}", self.forced_tool),
+            )
+            if on
+        ]
+        if len(wanted) > 1:
+            return [f"a call can constrain its output one way only; it got {' and '.join(wanted)}"]
+        if self.forced_tool:
+            names = [_tool_name(t) for t in self.tools]
+            if not names:
+                return [f"tool_choice={self.tool_choice!r} requires a tool call but no tools were given"]
+            if self.tool_choice != "required" and self.tool_choice not in names:
+                bound = ", ".join(names)
+                return [f"tool_choice names {self.tool_choice!r}, which is not a bound tool; bound tools: {bound}"]
+        return []
+
+    def called(self, name: str) -> str:
+        """The caller's name for the option ``name``."""
+        return self.option_names.get(name, name)
+
+    @property
+    def forced_tool(self) -> bool:
+        """Whether the answer must be a tool call."""
+        return forces_tool(self.tool_choice)
+
+    def replace(self, **changes: Any) -> GenerationOptions:
+        """A copy with ``changes`` (checked as any options are)."""
+        return dataclasses.replace(self, **changes)
+
+
+_FIELDS = dataclasses.fields(GenerationOptions)
+#: Each field's name, default and check, in the order they are checked.
+_CHECKS = tuple((f.name, f.default, f.metadata["check"]) for f in _FIELDS)
+#: The options a call may set, by their own names (every field but ``option_names``).
+OPTIONS = tuple(f.name for f in _FIELDS if f.name != "option_names")
+#: What a call may set besides its options: the seconds it may take (None: no limit).
+CALL_SETTINGS = ("timeout",)
+
+
 def _tool_name(tool: Any) -> str:
     fn = tool.get("function", tool) if isinstance(tool, Mapping) else None
     return str(fn.get("name")) if isinstance(fn, Mapping) else "?"
 
 
+# ---------------------------------------------------------------------- options by name
 def validated_options(**kwargs: Any) -> GenerationOptions:
-    """Build :class:`GenerationOptions`, turning validation errors into :class:`InvalidRequestError`.
+    """:class:`GenerationOptions` from keywords by the options' own names.
 
-    The message names each bad field (as ``option_names`` calls it), its value and the allowed range.
+    Raises:
+        InvalidRequestError: a name that is no option (with the option it most likely means, or
+            what to use instead of an option the core does not have), or a bad value (naming the
+            option as ``option_names`` calls it, the value and the limit).
     """
-    names = kwargs.get("option_names") or {}
-    try:
-        return GenerationOptions(**kwargs)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            message = str(err["msg"]).removeprefix("Value error, ")
-            if not err["loc"]:  # a rule over several options
-                problems.append(message)
-                continue
-            where = ".".join(str(p) for p in err["loc"])
-            where = names.get(where, where) if isinstance(names, Mapping) else where
-            problems.append(f"{where}={err.get('input')!r}: {message}")
-        raise InvalidRequestError("invalid generation options: " + "; ".join(problems)) from None
+    unknown = {key: value for key, value in kwargs.items() if key not in OPTIONS and key != "option_names"}
+    if unknown:
+        from .vocabulary import not_options  # the words for a wrong name (that module reads this one's names)
+
+        problems = not_options(unknown, kwargs.get("option_names") or {})
+        raise InvalidRequestError("invalid generation options: " + "; ".join(problems))
+    return GenerationOptions(**kwargs)
+
+
+
+
+# ---------------------------------------------------------------------- what the runtime is sent
+# Library defaults, used when neither the caller nor the package sets a value.
+_LIBRARY_DEFAULTS: dict[str, Any] = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}
+_SEARCH_KEYS = ("temperature", "top_k", "top_p", "repetition_penalty")
+
+
+def resolve_search(options: GenerationOptions, package_search: Mapping[str, Any]) -> dict[str, Any]:
+    """Search options for onnxruntime-genai (without ``max_length``).
+
+    Caller's value, then the package's ``search``, then the library default. Whether to sample
+    is the package's unless the caller gives a temperature: ``temperature=0`` is greedy, a
+    positive one samples.
+    """
+    asked = {key: getattr(options, key) for key in _SEARCH_KEYS}
+    out: dict[str, Any] = {}
+    for key in ("do_sample", *_SEARCH_KEYS):
+        value = asked.get(key)
+        if value is None:
+            value = package_search.get(key, _LIBRARY_DEFAULTS.get(key))
+        if value is not None:
+            out[key] = value
+    if options.temperature is not None:
+        out["do_sample"] = options.temperature > 0
+    if out.get("temperature") == 0:
+        out["do_sample"] = False
+        out["temperature"] = 1.0
+    if options.seed is not None:
+        out["random_seed"] = options.seed
+    return out

@@ -9,7 +9,10 @@ here, once, with the package's template, tokenizer and budget (:func:`resolve`):
 - ``tool_choice="none"``: the tools are not sent;
 - a forced call (``required`` or a tool's name): a grammar in the template family's own
   tool-call format, bounded so the call closes within the output budget;
-- a response format: a JSON-schema or JSON-object grammar, bounded the same way;
+- a response format: a JSON-schema or JSON-object grammar, bounded the same way; and the
+  prompt says so (:func:`instructed`): the last user message ends with "Answer in JSON
+  matching this schema: ..." (the schema compact), or "Answer with one JSON object.", so the
+  model knows what it is to write before the grammar makes it;
 - a grammar decides every token, so a template's thinking block is closed (``enable_thinking``
   False unless the caller chose);
 - constrained output needs a finite budget: ``max_new_tokens`` defaults to the package's
@@ -20,28 +23,21 @@ here, once, with the package's template, tokenizer and budget (:func:`resolve`):
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .call_options import CallOptions, as_call_options
 from .errors import InvalidRequestError
 from .messages import ChatMessage, RawPrompt
+from .options import GenerationOptions
 
-if TYPE_CHECKING:
-    # A face builds requests without the template machinery; resolving runs where the model is, and
-    # there (a worker) without pydantic: options arrive as plain CallOptions.
-    from .options import GenerationOptions
+if TYPE_CHECKING:  # a face builds requests without the template machinery; resolving runs where the model is
     from .package.budget import ContextBudget
     from .prompt.templates import ChatTemplate
 
-__all__ = ["Request", "resolve"]
-
-
-def _default_options() -> GenerationOptions:
-    from .options import GenerationOptions
-
-    return GenerationOptions()
+__all__ = ["Request", "format_instruction", "instructed", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -58,17 +54,17 @@ class Request:
     """
 
     messages: Sequence[ChatMessage] | RawPrompt
-    options: GenerationOptions = field(default_factory=_default_options)
+    options: GenerationOptions = field(default_factory=GenerationOptions)
     timeout: float | None = None
     max_retries: int = 1
 
 
 def resolve(
-    options: CallOptions | GenerationOptions,
+    options: GenerationOptions,
     template: ChatTemplate,
     budget: ContextBudget,
     count_text: Callable[[str], int],
-) -> CallOptions:
+) -> GenerationOptions:
     """The options onnxruntime-genai runs for ``options`` (see the module docstring).
 
     Idempotent: the result has its intent (``tool_choice``, ``response_format``) turned into
@@ -87,7 +83,6 @@ def resolve(
     """
     from .prompt.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
 
-    options = as_call_options(options)
     parallel = _parallel_tool_calls(options, template)
     forced = options.forced_tool
     shaped = options.response_format is not None
@@ -128,7 +123,7 @@ def resolve(
     )
 
 
-def _parallel_tool_calls(options: CallOptions, template: ChatTemplate) -> bool | None:
+def _parallel_tool_calls(options: GenerationOptions, template: ChatTemplate) -> bool | None:
     """Whether an answer may hold several tool calls (None without tools).
 
     Raises:
@@ -146,3 +141,57 @@ def _parallel_tool_calls(options: CallOptions, template: ChatTemplate) -> bool |
             "each result before the next call"
         )
     return not one if options.parallel_tool_calls is None else options.parallel_tool_calls
+
+
+def format_instruction(options: GenerationOptions) -> str | None:
+    """What the prompt tells the model about the form of its answer (None: nothing; plain text, tools).
+
+    A grammar holds the output to a response format token by token; a small model told the
+    schema beforehand writes the values it means instead of being steered into ones it did
+    not. The schema is written compact: no spaces, and without the titles pydantic makes of
+    the property names (``"title": "City"`` for ``city``), which tell the model nothing new.
+    """
+    shape = options.response_format
+    if shape is None:
+        return None
+    if shape.json_schema is None:
+        return "Answer with one JSON object."
+    schema = json.dumps(_without_name_titles(shape.json_schema), separators=(",", ":"), ensure_ascii=False)
+    return f"Answer in JSON matching this schema: {schema}"
+
+
+def instructed(messages: Sequence[ChatMessage], options: GenerationOptions) -> Sequence[ChatMessage]:
+    """``messages`` with the :func:`format_instruction` at the end of the last user message.
+
+    After the last message's text when it is the user's (a text part for a message of parts),
+    else as a new user message. (A raw prompt is sent verbatim: nothing is added to it.)
+    """
+    text = format_instruction(options)
+    if text is None or not messages:
+        return messages
+    last = messages[-1]
+    if last.role != "user":
+        return [*messages, ChatMessage("user", text)]
+    if isinstance(last.content, str):
+        content: str | list[dict[str, Any]] = f"{last.content}\n\n{text}" if last.content else text
+    else:
+        content = [*last.content, {"type": "text", "text": f"\n\n{text}"}]
+    return [*messages[:-1], dataclasses.replace(last, content=content)]
+
+
+def _without_name_titles(schema: Any, properties: bool = False) -> Any:
+    """``schema`` without the ``title`` of each property that only restates its name (pydantic's default)."""
+    if isinstance(schema, list):
+        return [_without_name_titles(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if properties:  # name -> schema
+        return {
+            name: _without_name_titles(
+                {k: v for k, v in sub.items() if not (k == "title" and v == name.replace("_", " ").title())}
+                if isinstance(sub, dict)
+                else sub
+            )
+            for name, sub in schema.items()
+        }
+    return {k: _without_name_titles(v, k == "properties") for k, v in schema.items()}

@@ -1,14 +1,15 @@
-"""LangChain's vocabulary of call options, mapped onto the core's.
+"""LangChain's conventions for a call's options, mapped onto the core's vocabulary.
 
-Keyword arguments, ``model_kwargs`` and constructor fields as LangChain users write them
-(``max_tokens``, ``stop_sequences``, ``model_name``, ...) become core option names; names of
-other runtimes' options that ChatRyzenAI does not have are refused with what to use instead.
+The options, their names, aliases and refusals are the core's (:func:`ryzenai_core.vocabulary.call_options`);
+this face adds LangChain's: ``max_tokens`` for ``max_new_tokens``, ``model_kwargs`` (generation
+options by any name, as if given directly, and chat-template variables), a per-call ``model``
+(``model_name``), ``stop`` beside the keywords, and its constructor's checks.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import pydantic
@@ -16,82 +17,13 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import AliasChoices
 
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.faces import did_you_mean
+from ryzenai_core.vocabulary import did_you_mean, given_twice, option_name
 
-#: What the core's options are called in this face, for error messages.
+#: The core's options by LangChain's names (its framework's conventions), in calls and error messages.
 OPTION_NAMES = {"max_new_tokens": "max_tokens", "template_vars": "model_kwargs"}
-
-#: Keyword arguments a call accepts (``invoke(..., **kwargs)``, ``bind(**kwargs)``).
-CALL_KWARGS = frozenset(
-    {
-        "chat_template",
-        "enable_thinking",
-        "guidance",
-        "kv_reuse",
-        "max_tokens",
-        "model",
-        "model_kwargs",
-        "model_name",
-        "overflow",
-        "parallel_tool_calls",
-        "reasoning",
-        "repetition_penalty",
-        "response_format",
-        "seed",
-        "temperature",
-        "timeout",
-        "tool_choice",
-        "tools",
-        "top_k",
-        "top_p",
-    }
-)
-
-#: Other names of per-call options, as other runtimes and providers spell them (accepted in ``model_kwargs``).
-_OPTION_ALIASES = {
-    "max_new_tokens": "max_tokens",
-    "max_completion_tokens": "max_tokens",
-    "max_output_tokens": "max_tokens",
-    "random_seed": "seed",
-    "stop_sequences": "stop",
-    "reasoning": "enable_thinking",
-    "model_name": "model",
-}
-
-_BEAM_SEARCH = "beam search is not supported (decoding is greedy or sampled); leave it out"
-#: Generation options of other runtimes and providers that ChatRyzenAI does not have, and what to use instead.
-_UNSUPPORTED_OPTIONS = {
-    "max_length": (
-        "onnxruntime-genai's max_length counts prompt + new tokens and ChatRyzenAI sets it from the package's "
-        "budget; use max_tokens (new tokens)"
-    ),
-    "min_length": "a minimum answer length is not supported; leave it out",
-    "min_new_tokens": "a minimum answer length is not supported; leave it out",
-    "do_sample": "use temperature=0 for greedy decoding, a positive temperature to sample",
-    "num_beams": _BEAM_SEARCH,
-    "length_penalty": _BEAM_SEARCH,
-    "early_stopping": _BEAM_SEARCH,
-    "diversity_penalty": _BEAM_SEARCH,
-    "num_return_sequences": "a call returns one answer; use batch() for several",
-    "n": "a call returns one answer; use batch() for several",
-    "presence_penalty": "use repetition_penalty",
-    "frequency_penalty": "use repetition_penalty",
-    "no_repeat_ngram_size": "use repetition_penalty",
-    "min_p": "use top_p or top_k",
-    "typical_p": "use top_p or top_k",
-    "num_predict": "use max_tokens",
-    "num_ctx": "the context window is the package's (response_metadata['budget_plan']['window'])",
-    "logprobs": "token log-probabilities are not reported",
-    "top_logprobs": "token log-probabilities are not reported",
-    "logit_bias": "constrain the output with response_format or with_structured_output",
-}
-#: Options a call takes by keyword or inside ``model_kwargs``, each with every keyword that names it.
-CALL_OPTIONS: dict[str, tuple[str, ...]] = {
-    **{name: (name,) for name in CALL_KWARGS - {"model_kwargs", "reasoning", "model_name"}},
-    "enable_thinking": ("enable_thinking", "reasoning"),
-    "model": ("model", "model_name"),
-    "stop": ("stop",),
-}
+#: A call's keywords that are LangChain's own: model_kwargs, and the model (``model_name`` too).
+FACE_KEYWORDS = ("model_kwargs", "model", "model_name")
+_TWICE = " (model_kwargs carries generation options as well as chat-template variables)"
 
 
 def named_model(model: Any) -> str:
@@ -99,26 +31,59 @@ def named_model(model: Any) -> str:
     return os.fspath(model) if isinstance(model, os.PathLike) else str(model)
 
 
-def generation_option(key: str, value: Any) -> str:
-    """The per-call option a ``model_kwargs`` key names (after ``_OPTION_ALIASES``), or ``""``.
+def call_arguments(
+    call: dict[str, Any], bound: Mapping[str, Any], fixed: Collection[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(options, own)`` of one call: its options by the core's names, and ``model`` / ``timeout`` if given.
+
+    ``call`` is the call's keywords as the core read them (any name it knows, LangChain's
+    ``max_tokens`` too; ``model_kwargs`` and the model as given). An option in the call's
+    ``model_kwargs`` counts as if given by keyword; those in the model's ``model_kwargs``
+    (``bound``: what construction left there, such as ``tools``) are defaults below the call's.
+    Every other key of ``model_kwargs`` is a chat-template variable (``options["template_vars"]``).
 
     Raises:
-        InvalidRequestError: a generation option ChatRyzenAI does not have.
+        InvalidRequestError: an option given twice in one call; an option the core does not
+            have; in ``model_kwargs``, a setting of ``fixed`` (made when the model is created).
     """
-    if key in _UNSUPPORTED_OPTIONS:
+    call = dict(call)
+    extra = call.pop("model_kwargs", None)
+    if extra is None:
+        extra = {}
+    if not isinstance(extra, Mapping):
         raise InvalidRequestError(
-            f"model_kwargs[{key!r}]={value!r} is a generation option ChatRyzenAI does not have: "
-            f"{_UNSUPPORTED_OPTIONS[key]}"
+            f"model_kwargs must be a dict of generation options and chat-template variables, got "
+            f"{type(extra).__name__}: {extra!r}"
         )
-    name = _OPTION_ALIASES.get(key, key)
-    return name if name in CALL_OPTIONS else ""
-
-
-def given_twice(name: str, first: str, first_value: Any, key: str, value: Any) -> InvalidRequestError:
-    return InvalidRequestError(
-        f"{name} is given twice: {first}={first_value!r} and model_kwargs[{key!r}]={value!r}; give it once "
-        f"(model_kwargs carries generation options as well as chat-template variables)"
-    )
+    own: dict[str, Any] = {key: call.pop(key) for key in ("model", "model_name", "timeout") if key in call}
+    lifted: dict[str, Any] = {}
+    template: dict[str, Any] = {}
+    for per_call, source in ((False, bound), (True, extra)):
+        for key, value in source.items():
+            name = option_name(key, "ChatRyzenAI", OPTION_NAMES, value, where="model_kwargs")
+            if not name and per_call and key in ("model", "model_name"):
+                name = "model"
+            elif not name:
+                if key in fixed:
+                    raise InvalidRequestError(
+                        f"model_kwargs[{key!r}]={value!r} is set when ChatRyzenAI is created "
+                        f"(ChatRyzenAI(..., {key}=...)), not per call"
+                    )
+                template[key] = value
+                continue
+            keyword = (own.get("model") or own.get("model_name")) if name == "model" else call.get(name)
+            if per_call and keyword is not None and normalised(name, keyword) != normalised(name, value):
+                called = OPTION_NAMES.get(name, name)
+                raise given_twice(called, called, keyword, f"model_kwargs[{key!r}]", value, _TWICE)
+            if value is not None:
+                lifted[name] = value
+    if "model" in lifted and "model" not in own and "model_name" not in own:
+        own["model"] = lifted["model"]
+    options = {**{k: v for k, v in lifted.items() if k != "model"}, **call}
+    variables = {**template, **(call.get("template_vars") or {})}
+    if variables:
+        options["template_vars"] = variables
+    return options, own
 
 
 def _field_names(cls: type[pydantic.BaseModel], fields: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -190,20 +155,21 @@ def init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, A
     kept: dict[str, Any] = {}
     lifted: dict[str, tuple[str, Any]] = {}
     for key, value in extra.items():
-        generation_option(key, value)  # refuses what ChatRyzenAI does not have
-        field = field_of.get(_OPTION_ALIASES.get(key) or key)
+        name = option_name(key, "ChatRyzenAI", OPTION_NAMES, value, where="model_kwargs")  # refuses what it lacks
+        field = field_of.get(OPTION_NAMES.get(name, name) if name else key)
         if field is None:
             kept[key] = value  # a chat-template variable, or a call option such as tools (taken per call)
             continue
         value = normalised(field, value)
         if field in lifted and lifted[field][1] != value:
             first_key, first_value = lifted[field]
-            raise given_twice(field, f"model_kwargs[{first_key!r}]", first_value, key, value)
+            first = f"model_kwargs[{first_key!r}]"
+            raise given_twice(field, first, first_value, f"model_kwargs[{key!r}]", value, _TWICE)
         lifted[field] = (key, value)
         for name in own_names[field]:
             given = normalised(field, kwargs.get(name))
             if given is not None and given != value:
-                raise given_twice(field, name, kwargs[name], key, value)
+                raise given_twice(field, name, kwargs[name], f"model_kwargs[{key!r}]", value, _TWICE)
             out.pop(name, None)
         out[field] = value
     out["model_kwargs"] = kept

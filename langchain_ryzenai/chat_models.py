@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -40,21 +40,12 @@ from pydantic import AliasChoices, ConfigDict, Field, SecretStr, field_validator
 from typing_extensions import Self
 
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
-from ryzenai_core.options import ModelName, validated_options
+from ryzenai_core.faces import LLMSettings, ModelName
+from ryzenai_core.options import validated_options
 from ryzenai_core.request import Request
 
 from ._convert import PROVIDER, generation_chunk, to_core_messages
-from ._options import (
-    CALL_KWARGS,
-    CALL_OPTIONS,
-    OPTION_NAMES,
-    generation_option,
-    given_twice,
-    init_kwargs,
-    named_model,
-    normalised,
-)
+from ._options import FACE_KEYWORDS, OPTION_NAMES, call_arguments, init_kwargs, named_model
 from ._parsers import StrictJsonOutputParser
 from ._profile import PackageProfile
 from ._shared import PublicSerialization
@@ -63,6 +54,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile
 
     from ryzenai_core.engine.engine import Engine
+    from ryzenai_core.options import GenerationOptions
 
 __all__ = ["ChatRyzenAI"]
 
@@ -190,6 +182,8 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
     """
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", arbitrary_types_allowed=True)
+    option_names: ClassVar[Mapping[str, str]] = OPTION_NAMES
+    framework_keywords: ClassVar[tuple[str, ...]] = FACE_KEYWORDS
 
     # The settings both faces share (runtime, sampling, limits, retries) are LLMSettings'; the
     # ones below are LangChain's names (model_name, max_tokens, reasoning) and this face's own.
@@ -295,19 +289,19 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         try:
-            stop, kwargs = self._call_kwargs(stop, kwargs)
-        except InvalidRequestError:
-            pass  # the call itself raises it
-        params = LangSmithParams(ls_provider=PROVIDER, ls_model_name=self._requested(kwargs), ls_model_type="chat")
-        temperature = kwargs.get("temperature", self.temperature)
+            options, own = self._call(stop, kwargs)
+        except InvalidRequestError:  # the call itself raises it
+            options, own = {}, {}
+        params = LangSmithParams(ls_provider=PROVIDER, ls_model_name=self._requested(own), ls_model_type="chat")
+        temperature = options.get("temperature", self.temperature)
         if temperature is not None:
             params["ls_temperature"] = temperature
-        max_tokens = kwargs.get("max_tokens", self.max_tokens)
+        max_tokens = options.get("max_new_tokens", self.max_tokens)
         if max_tokens is not None:
             params["ls_max_tokens"] = max_tokens
-        stops = stop if stop is not None else self.stop
+        stops = options.get("stop", self.stop)
         if stops:
-            params["ls_stop"] = list(stops)
+            params["ls_stop"] = [stops] if isinstance(stops, str) else list(stops)
         return params
 
     # ------------------------------------------------------------------ engine and options
@@ -320,88 +314,27 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
         """The model of a call as the caller named it (per-call ``model``/``model_name``, else the field)."""
         return named_model(kwargs.get("model") or kwargs.get("model_name") or self.model)
 
-    def _call_kwargs(
-        self, stop: list[str] | None, kwargs: Mapping[str, Any]
-    ) -> tuple[list[str] | None, dict[str, Any]]:
-        """``(stop, kwargs)`` of one call with the generation options of ``model_kwargs`` taken out of it.
+    def _call(self, stop: list[str] | None, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(options, own)`` of one call: its options by the core's names, and its ``model`` / ``timeout``.
 
-        A generation option in ``model_kwargs`` counts as if given by keyword: per call it
-        overrides the fields; the field's ``model_kwargs`` (what construction left in it:
-        template variables and call options such as ``tools``) gives defaults below the
-        call's. What is left is ``kwargs["model_kwargs"]``: the chat-template variables.
+        A generation option in ``model_kwargs`` counts as if given by keyword; the field's
+        ``model_kwargs`` (what construction left in it: template variables and call options
+        such as ``tools``) give defaults below the call's (see :func:`._options.call_arguments`).
 
         Raises:
             InvalidRequestError: an unknown keyword; an option given twice in one call; an option
                 ChatRyzenAI does not have, or one that is set when ChatRyzenAI is created.
         """
-        refuse_unknown_keywords("ChatRyzenAI", kwargs, CALL_KWARGS)
-        call_extra = kwargs.get("model_kwargs")
-        if call_extra is None:
-            call_extra = {}
-        if not isinstance(call_extra, Mapping):
-            raise InvalidRequestError(
-                f"model_kwargs must be a dict of generation options and chat-template variables, got "
-                f"{type(call_extra).__name__}: {call_extra!r}"
-            )
-        out = dict(kwargs)
-        template: dict[str, Any] = {}
-        explicit_stop = stop
         fixed = set(type(self).model_fields) - set(BaseChatModel.model_fields) - {"model_kwargs"}
-        for per_call, extra in ((False, self.model_kwargs), (True, call_extra)):
-            for key, value in extra.items():
-                name = generation_option(key, value)
-                if not name:
-                    if key in fixed:
-                        raise InvalidRequestError(
-                            f"model_kwargs[{key!r}]={value!r} is set when ChatRyzenAI is created "
-                            f"(ChatRyzenAI(..., {key}=...)), not per call"
-                        )
-                    template[key] = value
-                    continue
-                value = normalised(name, value)
-                keywords = CALL_OPTIONS[name]
-                given = [(k, explicit_stop if k == "stop" else kwargs.get(k)) for k in keywords]
-                given = [(k, normalised(name, v)) for k, v in given if v is not None]
-                if per_call and given and given[0][1] != value:
-                    raise given_twice(name, given[0][0], given[0][1], key, value)
-                if not given:
-                    if name == "stop":
-                        stop = value
-                    else:
-                        out[name] = value
-        out["model_kwargs"] = template
-        return stop, out
+        call = self.call_options(kwargs if stop is None else {**kwargs, "stop": stop})
+        options, own = call_arguments(call, self.model_kwargs, fixed)
+        if "tools" in options:
+            options["tools"] = [convert_to_openai_tool(t) for t in options["tools"]]
+        return options, own
 
-    def _options(self, stop: list[str] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """Core options of one call from kwargs :meth:`_call_kwargs` resolved: per call over fields."""
-
-        def pick(name: str, *aliases: str) -> Any:
-            for key in (name, *aliases):
-                if kwargs.get(key) is not None:
-                    return kwargs[key]
-            return getattr(self, name)
-
-        values: dict[str, Any] = {
-            "max_new_tokens": pick("max_tokens"),
-            "temperature": pick("temperature"),
-            "top_p": pick("top_p"),
-            "top_k": pick("top_k"),
-            "repetition_penalty": pick("repetition_penalty"),
-            "seed": pick("seed"),
-            "enable_thinking": pick("enable_thinking", "reasoning"),
-            "kv_reuse": pick("kv_reuse"),
-            "overflow": pick("overflow"),
-            "chat_template": pick("chat_template"),
-            "stop": stop if stop is not None else self.stop,
-            "template_vars": kwargs.get("model_kwargs") or {},
-            "tools": [convert_to_openai_tool(t) for t in kwargs.get("tools") or []],
-            "tool_choice": kwargs.get("tool_choice"),
-            "parallel_tool_calls": kwargs.get("parallel_tool_calls"),
-            "response_format": kwargs.get("response_format"),
-            "guidance": kwargs.get("guidance"),
-            "option_names": OPTION_NAMES,
-        }
-        return {k: v for k, v in values.items() if v is not None}
+    def _options(self, options: Mapping[str, Any]) -> GenerationOptions:
+        """The core options of one call: the call's (by the core's names) over the fields."""
+        return self.generation_options({"max_new_tokens": self.max_tokens, "stop": self.stop}, options)
 
     def _request(
         self, messages: Sequence[BaseMessage], stop: list[str] | None, kwargs: Mapping[str, Any]
@@ -411,11 +344,10 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
         Raises:
             InvalidRequestError: an unknown keyword, bad options, messages or tools.
         """
-        stop, kwargs = self._call_kwargs(stop, kwargs)
-        model_name = self._requested(kwargs)
-        options = validated_options(**self._options(stop, kwargs))
-        timeout = kwargs.get("timeout", self.timeout)
-        request = self.core_request(to_core_messages(messages), options, timeout)
+        options, own = self._call(stop, kwargs)
+        model_name = self._requested(own)
+        timeout = own.get("timeout", self.timeout)
+        request = self.core_request(to_core_messages(messages), self._options(options), timeout)
         return self.open_engine(model_name), request, model_name
 
     # ------------------------------------------------------------------ the one stream
@@ -496,11 +428,8 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
         converted = self._convert_input(messages).to_messages()
         if not converted:
             return 0
-        stop, kwargs = self._call_kwargs(None, {})
-        if tools is not None:
-            kwargs["tools"] = tools
-        options = validated_options(**self._options(stop, kwargs))
-        return int(self.engine.count_tokens(to_core_messages(converted), options))
+        options, _ = self._call(None, {} if tools is None else {"tools": tools})
+        return int(self.engine.count_tokens(to_core_messages(converted), self._options(options)))
 
     # ------------------------------------------------------------------ tools and structured output
     def bind_tools(
@@ -524,7 +453,7 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
             parallel_tool_calls: False: an answer holds one tool call at most (the first);
                 True: several, refused (when called) where the template renders one call per
                 assistant message (Llama 3.2); None: as many as the template renders back.
-            **kwargs: more call options (see :data:`CALL_KWARGS`).
+            **kwargs: more call options (any keyword a call takes).
 
         Raises:
             InvalidRequestError: ``tool_choice`` names a tool that is not bound.
@@ -580,8 +509,10 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
             else:
                 parser = JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
         elif method in ("json_schema", "json_mode"):
-            if method == "json_schema":
-                response_format: dict[str, Any] = {"type": "json_schema", "schema": convert_to_json_schema(schema)}
+            if method == "json_schema":  # a pydantic class by its own schema, as in every face
+                own = getattr(schema, "model_json_schema", None) if is_pydantic else None
+                json_schema = own() if callable(own) else convert_to_json_schema(schema)
+                response_format: dict[str, Any] = {"type": "json_schema", "schema": json_schema}
             else:
                 response_format = {"type": "json_object"}
                 ls_format["kwargs"] = {"method": method}

@@ -8,7 +8,7 @@ from typing import Any
 from llama_index.core.schema import BaseComponent
 
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.faces import did_you_mean
+from ryzenai_core.vocabulary import did_you_mean
 
 #: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
 FIELD_ALIASES = {"max_tokens": "max_new_tokens"}

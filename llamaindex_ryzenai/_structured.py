@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, MessageRole, TextBlock
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse
 from llama_index.core.instrumentation import get_dispatcher  # type: ignore[attr-defined]
 from llama_index.core.instrumentation.events.llm import LLMStructuredPredictEndEvent, LLMStructuredPredictStartEvent
 from llama_index.core.llms.function_calling import FunctionCallingLLM
@@ -25,23 +24,16 @@ _LLMKwargs = dict[str, Any] | None
 class StructuredOutput(FunctionCallingLLM):
     """``structured_predict`` and its stream/async forms, generated under a JSON-schema grammar.
 
-    The schema goes to the core as the call's ``response_format``; the core bounds it so the
-    JSON closes within the output budget. With ``pydantic_program_mode`` other than DEFAULT,
-    LlamaIndex's own programs are used.
+    The schema goes to the core as the call's ``response_format``; the core says it in the
+    prompt and bounds it so the JSON closes within the output budget. With
+    ``pydantic_program_mode`` other than DEFAULT, LlamaIndex's own programs are used.
     """
 
     def _structured_messages(
         self, output_cls: type[Model], prompt: BasePromptTemplate, prompt_args: dict[str, Any]
     ) -> list[ChatMessage]:
-        messages = self._get_messages(prompt, **prompt_args)
-        schema = json.dumps(output_cls.model_json_schema(), separators=(",", ":"))
-        hint = f"Answer with one JSON object that matches this JSON schema: {schema}"
-        last = messages[-1] if messages else None
-        if last is not None and last.role == MessageRole.USER:
-            messages[-1] = last.model_copy(update={"blocks": [*last.blocks, TextBlock(text=hint)]})
-        else:
-            messages.append(ChatMessage(role=MessageRole.USER, content=hint))
-        return messages
+        """The prompt's messages; the core adds the schema to the prompt (see ``ryzenai_core.request.instructed``)."""
+        return list(self._get_messages(prompt, **prompt_args))
 
     def _structured_kwargs(self, output_cls: type[Model], llm_kwargs: _LLMKwargs) -> dict[str, Any]:
         kwargs = dict(llm_kwargs or {})

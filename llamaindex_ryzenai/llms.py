@@ -48,10 +48,9 @@ from llama_index.core.utils import get_tokenizer
 from typing_extensions import Self
 
 from ryzenai_core.errors import ChatTemplateError, InvalidRequestError
-from ryzenai_core.faces import LLMSettings, refuse_unknown_keywords
+from ryzenai_core.faces import LLMSettings
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import RawPrompt
-from ryzenai_core.options import validated_options
 from ryzenai_core.package.capabilities import Capabilities, capabilities
 from ryzenai_core.package.packing import packing_limit
 from ryzenai_core.request import Request
@@ -90,32 +89,6 @@ SMALL_ROOM = 1024
 
 logger = logging.getLogger(__name__)
 
-_OPTION_KWARGS = frozenset(
-    {
-        "max_new_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "repetition_penalty",
-        "do_sample",
-        "seed",
-        "stop",
-        "enable_thinking",
-        "guidance",
-        "response_format",
-        "kv_reuse",
-        "overflow",
-    }
-)
-_CALL_KWARGS = _OPTION_KWARGS | {
-    "max_tokens",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "template_vars",
-    "chat_template",
-    "timeout",
-}
 #: Private attributes that belong to the model package, shared by copies (never copied).
 _SHARED_PRIVATE = ("_engine", "_tokenizer")
 
@@ -409,27 +382,18 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
         Raises:
             InvalidRequestError: an unknown keyword or a bad option value.
         """
-        call = dict(kwargs)
-        refuse_unknown_keywords("RyzenAILLM", call, _CALL_KWARGS)
+        call = self.call_options(kwargs)  # the core's names, aliases (max_tokens, ...) and refusals
         timeout = call.pop("timeout", self.timeout)
-        if "max_tokens" in call:
-            value = call.pop("max_tokens")
-            call.setdefault("max_new_tokens", value)
+        if "tools" in call:
+            call["tools"] = [tool_spec(t) for t in call["tools"]]
         if raw is None and self._custom_messages_to_prompt():
             assert self.messages_to_prompt is not None
             raw = self.messages_to_prompt(messages)
         core: list[CoreMessage] | RawPrompt = RawPrompt(text=raw) if raw is not None else to_core_messages(messages)
-        values: dict[str, Any] = {
-            **self.sampling_settings(),
-            "max_new_tokens": self.max_new_tokens,
-            "stop": list(self.stop),
-            **call,
-            "template_vars": {**self.template_vars, **(call.get("template_vars") or {})},
-            "tools": [tool_spec(t) for t in (call.get("tools") or [])],
-        }
-        if values["max_new_tokens"] is None and self.context_window is not None:
-            values["max_new_tokens"] = self._num_output()  # the smaller window holds the output too
-        return self.core_request(core, validated_options(**values), timeout)
+        own = {"max_new_tokens": self.max_new_tokens, "stop": self.stop, "template_vars": self.template_vars}
+        if self.max_new_tokens is None and "max_new_tokens" not in call and self.context_window is not None:
+            own["max_new_tokens"] = self._num_output()  # the smaller window holds the output too
+        return self.core_request(core, self.generation_options(own, call), timeout)
 
     def count_tokens(self, messages: str | Sequence[ChatMessage], **kwargs: Any) -> int:
         """Prompt tokens that ``chat(messages, **kwargs)`` (or ``complete(text)``) would send.

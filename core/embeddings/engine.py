@@ -32,10 +32,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
 
-from ..call_options import check_runtime_settings
 from ..errors import InvalidRequestError, RuntimeNotAvailableError
 from ..lifecycle import REGISTRY, Registry
-from ..options import execution_setting
+from ..options import check_runtime_settings, execution_setting
 from .batches import MAX_PADDING, Batch, BatchRun, plan_batches
 from .folder import import_onnx, import_tokenizers
 from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
@@ -60,7 +59,7 @@ log = logging.getLogger("ryzenai_core")
 DEFAULT_EMBEDDING_BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512)
 NPU_PROVIDER = "VitisAIExecutionProvider"
 CPU_PROVIDER = "CPUExecutionProvider"
-#: onnxruntime's execution provider for each device name of :data:`~ryzenai_core.call_options.PROVIDERS`,
+#: onnxruntime's execution provider for each device name of :data:`~ryzenai_core.options.PROVIDERS`,
 #: and what to install where onnxruntime lacks it.
 _ONNXRUNTIME_PROVIDERS: dict[str, tuple[str, str]] = {
     "npu": (NPU_PROVIDER, "run in the Ryzen AI environment (its onnxruntime-vitisai)"),
@@ -151,7 +150,7 @@ class EncoderEngine(Generic[P]):
         provider: ``"auto"`` or None (VitisAI where onnxruntime has it, else CPU), ``"npu"``
             (VitisAI, an error without it), ``"cpu"``, ``"cuda"`` or ``"dml"`` (onnxruntime's
             CUDA or DirectML provider, an error without it): the names every model takes
-            (:data:`~ryzenai_core.call_options.PROVIDERS`).
+            (:data:`~ryzenai_core.options.PROVIDERS`).
         shapes: ``"auto"`` (static on the NPU or for a static graph, else dynamic), ``"static"``
             or ``"dynamic"``.
         buckets: sequence lengths for static shapes of a dynamic graph (default

@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
-from ..options import Provider, execution_setting
+from ..faces import Provider
+from ..options import execution_setting
 from .embedding import EmbeddingEngine, EmbeddingResult, Kind
 from .engine import DEFAULT_IDLE_TIMEOUT, EncoderEngine
 

@@ -13,7 +13,6 @@ import subprocess
 import threading
 from typing import Any
 
-from ..call_options import as_call_options
 from ..errors import GenerationTimeoutError, WorkerDiedError
 from ..generation.call import Phase
 from ..generation.loader import SessionKey
@@ -153,7 +152,7 @@ class WorkerClient(WorkerConnection, Backend):
             self._streams[call.rid] = call
         messages = request.messages if isinstance(request.messages, RawPrompt) else list(request.messages)
         try:
-            self._send(Stream(call.rid, messages, as_call_options(request.options), control.timeout))
+            self._send(Stream(call.rid, messages, request.options, control.timeout))
         except WorkerDiedError as exc:  # it died before the request reached it: resent as the policy says
             if self._closed or not call.may_retry(exc):
                 raise

@@ -29,13 +29,12 @@ import threading
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from ..call_options import Execution, as_call_options, check_runtime_settings, llm_execution
 from ..errors import InvalidRequestError
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
 from ..lifecycle import REGISTRY, Registry
 from ..messages import ChatMessage, RawPrompt
-from ..options import GenerationOptions
+from ..options import Execution, GenerationOptions, check_runtime_settings, llm_execution
 from ..package.budget import ContextBudget
 from ..package.folder import ModelPackage
 from ..package.hub import resolve_model
@@ -234,11 +233,11 @@ class Engine:
     # -- tokens
     def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> int:
         """Prompt tokens of ``messages`` with the package's template and tokenizer."""
-        return int(self.backend.call("count_tokens", list(messages), as_call_options(options)))
+        return int(self.backend.call("count_tokens", list(messages), options or GenerationOptions()))
 
     def render(self, messages: Sequence[ChatMessage], options: GenerationOptions | None = None) -> str:
         """The prompt text for ``messages``."""
-        return str(self.backend.call("render", list(messages), as_call_options(options)))
+        return str(self.backend.call("render", list(messages), options or GenerationOptions()))
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``."""

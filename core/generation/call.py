@@ -24,7 +24,6 @@ from ..compat import StrEnum
 from ..errors import GenerationTimeoutError
 
 if TYPE_CHECKING:
-    from ..call_options import CallOptions
     from ..options import GenerationOptions
 
 __all__ = ["CallControl", "CallSpec", "Cancellation", "Phase", "timeout_error"]
@@ -77,9 +76,7 @@ class CallSpec:
     """New attempts for a call whose worker died before any output."""
 
     @classmethod
-    def of(
-        cls, options: CallOptions | GenerationOptions, timeout: float | None = None, max_retries: int = 0
-    ) -> CallSpec:
+    def of(cls, options: GenerationOptions, timeout: float | None = None, max_retries: int = 0) -> CallSpec:
         """The spec of a call with ``options``."""
         return cls(timeout, options.called("max_new_tokens"), max_retries)
 

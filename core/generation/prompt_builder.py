@@ -12,21 +12,18 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..call_options import CallOptions, as_call_options
 from ..errors import ChatTemplateError, ContextWindowExceededError, InvalidRequestError
 from ..images import IMAGE_TYPES, InputSize, prepare_images, read_input_size
 from ..messages import ChatMessage, RawPrompt, check_text, normalize_tools
+from ..options import GenerationOptions
 from ..package.budget import BudgetPlan
 from ..package.folder import ModelPackage
 from ..package.runtime import import_oga
 from ..prompt.templates import ChatTemplate, PackageTemplates
-from ..request import resolve
+from ..request import instructed, resolve
 from .tokens import Tokens
-
-if TYPE_CHECKING:
-    from ..options import GenerationOptions
 
 __all__ = ["Prepared", "PromptBuilder", "after_drops", "drop_steps"]
 
@@ -69,20 +66,20 @@ class PromptBuilder:
         self._image_tokens: frozenset[int] | None = None
 
     # ------------------------------------------------------------------ rendering
-    def template_for(self, options: CallOptions | GenerationOptions) -> ChatTemplate:
+    def template_for(self, options: GenerationOptions) -> ChatTemplate:
         """The package's template, or the call's ``chat_template``."""
         return self.templates.get(options.chat_template)
 
-    def resolve(self, options: CallOptions | GenerationOptions) -> CallOptions:
+    def resolve(self, options: GenerationOptions) -> GenerationOptions:
         """What the call's options mean for this package (see :func:`ryzenai_core.request.resolve`)."""
         return resolve(options, self.template_for(options), self.package.budget, self.tokens.count_text)
 
-    def render(self, messages: Sequence[ChatMessage], options: CallOptions | GenerationOptions) -> str:
+    def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
         """The prompt text for ``messages`` (``options`` as the caller gave them)."""
         resolved = self.resolve(options)
-        return self._render(messages, resolved, _tools(resolved))
+        return self._render(instructed(messages, options), resolved, _tools(resolved))
 
-    def _render(self, messages: Sequence[ChatMessage], options: CallOptions, tools: list[dict[str, Any]]) -> str:
+    def _render(self, messages: Sequence[ChatMessage], options: GenerationOptions, tools: list[dict[str, Any]]) -> str:
         """:meth:`render` with options resolved and tools normalised."""
         if not messages:
             raise InvalidRequestError("the message list is empty; send at least one user message")
@@ -158,7 +155,7 @@ class PromptBuilder:
             self._image_tokens = frozenset(found)
         return self._image_tokens
 
-    def count_tokens(self, messages: Sequence[ChatMessage], options: CallOptions | GenerationOptions) -> int:
+    def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> int:
         """Prompt tokens ``messages`` render to (images expanded to their tokens)."""
         return len(self.prompt_ids(self.render(messages, options), messages)[0])
 
@@ -166,7 +163,7 @@ class PromptBuilder:
     def prepare(
         self,
         messages: Sequence[ChatMessage] | RawPrompt,
-        options: CallOptions | GenerationOptions,
+        options: GenerationOptions,
         check: Callable[[], None] | None = None,
     ) -> Prepared:
         """Render, tokenize and plan; apply the overflow policy (``check`` runs before each render).
@@ -177,7 +174,6 @@ class PromptBuilder:
             ContextWindowExceededError: the prompt does not fit (policy ``error``, or nothing
                 left to drop; a raw prompt is never cut).
         """
-        options = as_call_options(options)
         budget = self.package.budget
         tools = _tools(options)
         if isinstance(messages, RawPrompt):
@@ -232,7 +228,7 @@ class PromptBuilder:
         return Prepared(prompt, ids, plan, dropped, start_in_reasoning, tools, images, inputs, last_image)
 
 
-def _tools(options: CallOptions) -> list[dict[str, Any]]:
+def _tools(options: GenerationOptions) -> list[dict[str, Any]]:
     return normalize_tools(list(options.tools)) if options.tools else []
 
 

@@ -19,16 +19,17 @@ import json
 import threading
 import time
 from collections.abc import Generator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..call_options import CallOptions, as_call_options, check_runtime_settings, resolve_search
 from ..errors import ContextWindowExceededError, GenerationError, GuidanceUnsupportedError, InvalidRequestError
 from ..messages import ChatMessage, RawPrompt
+from ..options import GenerationOptions, check_runtime_settings, resolve_search
 from ..package.folder import ModelPackage
 from ..package.reuse import kv_reuse_default
 from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
+from ..request import instructed
 from .call import CallControl, CallSpec, Phase
 from .kv_cache import KVCache, feed
 from .loader import Loaded, SessionKey, load_model
@@ -37,9 +38,6 @@ from .scheduler import ReadWatch, Scheduler
 from .stop import StopChecker
 from .streaming import Chunk, FinishReason, IncrementalDecoder, OutputParser, Timings, Usage
 from .tokens import Tokens
-
-if TYPE_CHECKING:
-    from ..options import GenerationOptions
 
 __all__ = ["Session"]
 
@@ -120,19 +118,19 @@ class Session:
         return self.tokens.incremental_decoder()
 
     # ------------------------------------------------------------------ preparing
-    def template_for(self, options: CallOptions | GenerationOptions) -> ChatTemplate:
+    def template_for(self, options: GenerationOptions) -> ChatTemplate:
         """The package's template, or the call's ``chat_template``."""
         return self.prompts.template_for(options)
 
-    def resolve(self, options: CallOptions | GenerationOptions) -> CallOptions:
+    def resolve(self, options: GenerationOptions) -> GenerationOptions:
         """What the call's options mean for this package (see :func:`ryzenai_core.request.resolve`)."""
         return self.prompts.resolve(options)
 
-    def render(self, messages: Sequence[ChatMessage], options: CallOptions | GenerationOptions) -> str:
+    def render(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> str:
         """The prompt text for ``messages``."""
         return self.prompts.render(messages, options)
 
-    def count_tokens(self, messages: Sequence[ChatMessage], options: CallOptions | GenerationOptions) -> int:
+    def count_tokens(self, messages: Sequence[ChatMessage], options: GenerationOptions) -> int:
         """Prompt tokens ``messages`` render to (images expanded to their tokens)."""
         return self.prompts.count_tokens(messages, options)
 
@@ -141,14 +139,14 @@ class Session:
         """Prefix reuse is on by default only where the runtime's support is known (see :mod:`.kv_cache`)."""
         return kv_reuse_default(self.package)
 
-    def refuse(self, options: CallOptions | GenerationOptions) -> None:
+    def refuse(self, options: GenerationOptions) -> None:
         """Refuse, before loading anything, options this package cannot run (kv_reuse=True unrewindable)."""
         self._kv.enabled(options.kv_reuse, options.called("kv_reuse"))
 
     def stream(
         self,
         messages: Sequence[ChatMessage] | RawPrompt,
-        options: CallOptions | GenerationOptions,
+        options: GenerationOptions,
         control: CallControl | None = None,
         reader: ReadWatch | None = None,
     ) -> Generator[Chunk, None, None]:
@@ -159,13 +157,14 @@ class Session:
         one left unread, see :class:`~.scheduler.ReadWatch`).
         """
         t_call = time.perf_counter()
-        asked = as_call_options(options)
-        control = control or CallControl(CallSpec.of(asked))
-        self.refuse(asked)
+        control = control or CallControl(CallSpec.of(options))
+        self.refuse(options)
         self.load()
         control.check_deadline()  # it may have waited in a queue before this
         control.enter(Phase.PREPARING)
-        resolved = self.resolve(asked)
+        resolved = self.resolve(options)
+        if not isinstance(messages, RawPrompt):
+            messages = instructed(messages, options)  # the answer's form, said in the prompt
         prepared = self.prompts.prepare(messages, resolved, control.check_deadline)
         control.prompt_tokens = len(prepared.prompt_ids)
         return self._stream(prepared, resolved, control, reader, t_call)
@@ -173,7 +172,7 @@ class Session:
     def _stream(
         self,
         prep: Prepared,
-        options: CallOptions,
+        options: GenerationOptions,
         control: CallControl,
         reader: ReadWatch | None,
         t_call: float,
@@ -275,7 +274,7 @@ class Session:
             provider=self.device,
         )
 
-    def _parser(self, prep: Prepared, options: CallOptions) -> OutputParser:
+    def _parser(self, prep: Prepared, options: GenerationOptions) -> OutputParser:
         """The parser of this call's output: stop strings, reasoning, the template's tool calls."""
         tpl = self.template_for(options)
         tools = prep.tools

@@ -20,9 +20,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..call_options import GuidanceSpec
 from ..errors import InvalidRequestError
 from ..messages import normalize_tools
+from ..options import Guidance
 from .formats import call_framing
 
 __all__ = ["bound_schema", "json_object_guidance", "json_schema_guidance", "output_bound", "tool_call_guidance"]
@@ -220,16 +220,16 @@ def bound_schema(
 
 def json_schema_guidance(
     schema: Mapping[str, Any], max_new_tokens: int, *, budget_name: str = "max_new_tokens"
-) -> GuidanceSpec:
+) -> Guidance:
     """Guidance for output that is one JSON value matching ``schema``, closed within the budget.
 
     ``budget_name`` is what the caller calls the output budget, for error messages.
     """
     bounded = bound_schema(schema, max_new_tokens, budget_name=budget_name)
-    return GuidanceSpec(type="json_schema", data=json.dumps(bounded))
+    return Guidance(type="json_schema", data=json.dumps(bounded))
 
 
-def json_object_guidance(max_new_tokens: int, *, budget_name: str = "max_new_tokens") -> GuidanceSpec:
+def json_object_guidance(max_new_tokens: int, *, budget_name: str = "max_new_tokens") -> Guidance:
     """JSON mode: a flat JSON object whose keys and values are bounded so it closes within the budget.
 
     Values are strings, numbers, booleans or null. A string character can take up to 4
@@ -261,7 +261,7 @@ def json_object_guidance(max_new_tokens: int, *, budget_name: str = "max_new_tok
             f"NUMBER: /-?(0|[1-9][0-9]{{0,{digits}}})(\\.[0-9]{{1,{frac}}})?/",
         ]
     )
-    return GuidanceSpec(type="lark_grammar", data=grammar)
+    return Guidance(type="lark_grammar", data=grammar)
 
 
 def _bounded(schema: Mapping[str, Any], chars: int, items: int) -> dict[str, Any]:
@@ -283,7 +283,7 @@ def tool_call_guidance(
     *,
     count_tokens: Callable[[str], int] | None = None,
     budget_name: str = "max_new_tokens",
-) -> GuidanceSpec:
+) -> Guidance:
     """Guidance that forces one call to ``name`` (or to any of ``tools``) in the family's format.
 
     The budget check counts the call's framing (markers, ``{"name": ..., "arguments": ``)
@@ -337,4 +337,4 @@ def tool_call_guidance(
         rules.append(f"args{i}: %json {json.dumps(params)}")
         alternatives.append(f"call{i}")
     grammar = "start: " + " | ".join(alternatives) + "\n" + "\n".join(rules)
-    return GuidanceSpec(type="lark_grammar", data=grammar)
+    return Guidance(type="lark_grammar", data=grammar)

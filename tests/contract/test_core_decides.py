@@ -1,7 +1,9 @@
 """The core decides, the faces translate: both faces send the core the same request for the same call.
 
 Real OGA on the fixture models. The request each face builds is recorded on its way into the
-real engine (the call still runs), and compared field by field.
+real engine (the call still runs; for the per-call vocabulary, it stops there), and compared
+field by field: every per-call option by each face's name for it, every other word the core
+knows (aliases, options it does not have), structured output and tool choice.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -20,13 +23,15 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from llama_index.core.base.llms.types import ChatMessage as LIMessage
 from llama_index.core.base.llms.types import MessageRole
+from llama_index.core.prompts import ChatPromptTemplate
 from pydantic import BaseModel
 
 from conftest import ROOT, TINY_LLAMA, TINY_QWEN3, tear_first_deltas
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
-from ryzenai_core import ChatMessage, Engine, GenerationTimeoutError, Request
-from ryzenai_core.options import validated_options
+from ryzenai_core import ChatMessage, Engine, GenerationTimeoutError, InvalidRequestError, Request
+from ryzenai_core.options import CALL_SETTINGS, OPTIONS, validated_options
+from ryzenai_core.vocabulary import ALIASES, UNSUPPORTED
 
 QWEN = str(TINY_QWEN3)
 ADD = {
@@ -68,13 +73,8 @@ def recorded(monkeypatch):
 
 
 def _sent(request: Request) -> tuple[Any, ...]:
-    """What a request asks of the core, without the face's names for its options (error messages only)."""
-    return (
-        pickle.dumps(list(request.messages)),
-        request.options.model_dump(exclude={"option_names"}),
-        request.timeout,
-        request.max_retries,
-    )
+    """What a request asks of the core (options compare without the face's names for them: messages only)."""
+    return (pickle.dumps(list(request.messages)), request.options, request.timeout, request.max_retries)
 
 
 LC_SYSTEM = [SystemMessage("Answer briefly."), HumanMessage("What is 2 plus 3?")]
@@ -114,6 +114,32 @@ LI_SYSTEM = [
             id="tools-not-sent",
         ),
         pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=64)
+            .bind_tools([ADD], tool_choice="any", parallel_tool_calls=False)
+            .invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=64).chat_with_tools(
+                [ADD], chat_history=list(LI_SYSTEM), tool_required=True
+            ),
+            id="tool-required",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=4).bind_tools([ADD]).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=4).chat(LI_SYSTEM, tools=[ADD], tool_choice="auto"),
+            id="tool-choice-auto",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=48).with_structured_output(Answer).invoke(LC_SYSTEM),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=48).structured_predict(
+                Answer, ChatPromptTemplate(message_templates=LI_SYSTEM)
+            ),
+            id="structured-output",
+        ),
+        pytest.param(
+            lambda: ChatRyzenAI(model=QWEN, max_tokens=24).invoke(LC_SYSTEM, response_format={"type": "json_object"}),
+            lambda: RyzenAILLM(model=QWEN, max_new_tokens=24).chat(LI_SYSTEM, response_format={"type": "json_object"}),
+            id="json-object",
+        ),
+        pytest.param(
             lambda: ChatRyzenAI(model=QWEN, max_tokens=48).invoke(
                 LC_SYSTEM, response_format={"type": "json_schema", "schema": Answer.model_json_schema()}
             ),
@@ -140,6 +166,103 @@ def test_the_same_call_from_each_face_reaches_the_core_identically(recorded, lan
     assert _sent(recorded[0]) == _sent(recorded[1])
 
 
+# ---------------------------------------------------------------------- the per-call vocabulary
+#: A value of each per-call option (a new option needs one here: the test below fails without it).
+SAMPLES: dict[str, Any] = {
+    "max_new_tokens": 5,
+    "temperature": 0.5,
+    "top_p": 0.9,
+    "top_k": 7,
+    "repetition_penalty": 1.1,
+    "seed": 3,
+    "stop": ["END"],
+    "enable_thinking": False,
+    "guidance": {"type": "regex", "data": "[a-z]+"},
+    "tools": [ADD],
+    "tool_choice": "none",
+    "parallel_tool_calls": False,
+    "response_format": {"type": "json_object"},
+    "chat_template": "{{ messages[0]['content'] }}",
+    "template_vars": {"date_string": "1 Jan 2026"},
+    "overflow": "drop_oldest",
+    "kv_reuse": False,
+    "timeout": 30.0,
+}
+FACES = (ChatRyzenAI, RyzenAILLM)
+
+
+class _Stopped(Exception):
+    """Raised where a request reaches the engine: the call goes no further."""
+
+
+@pytest.fixture
+def stopped(monkeypatch):
+    """Every request that reaches Engine.run / Engine.arun; the call stops there (no model is loaded)."""
+    seen: list[Request] = []
+
+    def stop(self: Engine, request: Request) -> Any:
+        seen.append(request)
+        raise _Stopped
+
+    monkeypatch.setattr(Engine, "run", stop)
+    monkeypatch.setattr(Engine, "arun", stop)
+    return seen
+
+
+def _outcome(face: type, stopped: list[Request], **kwargs: Any) -> Any:
+    """What the core is sent for one call of ``face`` with ``kwargs``, or the error that refused it."""
+    model = face(model=QWEN)
+    call = model.invoke if face is ChatRyzenAI else model.chat
+    try:
+        call(LC_SYSTEM if face is ChatRyzenAI else LI_SYSTEM, **kwargs)
+    except _Stopped:
+        return _sent(stopped.pop())
+    except InvalidRequestError as exc:  # the same words, each face naming the options its way
+        words = str(exc).replace(face.__name__, "<face>").split("; accepted per call")[0]
+        for option, name in face.option_names.items():
+            words = re.sub(rf"\b{name}\b", option, words)
+        return InvalidRequestError, words
+    raise AssertionError(f"{face.__name__} with {kwargs} neither reached the core nor refused the call")
+
+
+def test_every_per_call_option_has_a_sample():
+    assert set(SAMPLES) == {*OPTIONS, *CALL_SETTINGS}
+
+
+@pytest.mark.parametrize("option", sorted(SAMPLES))
+def test_every_per_call_option_reaches_the_core_the_same_from_each_face(stopped, option) -> None:
+    """Each face takes each option per call, by its framework's name for it, and sends it as the other does."""
+    sent = [_outcome(face, stopped, **{face.option_names.get(option, option): SAMPLES[option]}) for face in FACES]
+    assert not isinstance(sent[0][0], type), sent[0]  # accepted, not refused
+    assert sent[0] == sent[1]
+    assert sent[0] != _outcome(ChatRyzenAI, stopped)  # the option changed the request
+
+
+def _other_words() -> list[str]:
+    """Every word for a per-call option besides each face's own: the options' names, aliases, names of
+    options the core does not have, each face's names for options; and a misspelling."""
+    named = {n for face in FACES for n in face.option_names.values()}
+    own = {k for face in FACES for k in face.framework_keywords}
+    return sorted(({*OPTIONS, *ALIASES, *UNSUPPORTED, *named} - own) | {"temprature"})
+
+
+@pytest.mark.parametrize("word", _other_words())
+def test_a_per_call_word_means_the_same_on_each_face(stopped, word) -> None:
+    """Accepted by both faces and sent alike, or refused by both in the same words: an option one face
+    took and the other refused (LlamaIndex's do_sample, once) fails here."""
+    option = ALIASES.get(word) or next((o for f in FACES for o, n in f.option_names.items() if n == word), word)
+    value = SAMPLES.get(option, 1)
+    outcomes = [_outcome(face, stopped, **{word: value}) for face in FACES]
+    assert outcomes[0] == outcomes[1]
+
+
+def test_a_faces_own_keywords_are_no_word_of_the_core() -> None:
+    """A face's own keywords (LangChain's model_kwargs, model) are its framework's, never an option's name."""
+    for face in FACES:
+        assert not set(face.framework_keywords) & {*OPTIONS, *ALIASES, *UNSUPPORTED, *CALL_SETTINGS}
+        assert set(face.option_names) <= set(OPTIONS)
+
+
 def test_the_core_resolves_a_forced_call_once_the_same_for_both_faces(recorded) -> None:
     """Grammar, budget and thinking are the core's decisions: one resolution for either face."""
     lc = ChatRyzenAI(model=QWEN, temperature=0).bind_tools([ADD], tool_choice="required").invoke(LC_SYSTEM)
@@ -152,6 +275,20 @@ def test_the_core_resolves_a_forced_call_once_the_same_for_both_faces(recorded) 
     assert resolved[0].max_new_tokens == Engine.get(QWEN).budget.bounded_output_tokens
     assert [c["name"] for c in lc.tool_calls] == ["add"]
     assert [b.tool_name for b in li.message.blocks if hasattr(b, "tool_name")] == ["add"]
+
+
+def test_the_core_says_the_answers_form_in_the_prompt_for_either_face() -> None:
+    """A response format is said in the prompt by the core (the schema, compact), counted as prompt tokens alike."""
+    engine = Engine.get(QWEN)
+    schema = {"type": "json_schema", "schema": Answer.model_json_schema()}
+    shaped = validated_options(max_new_tokens=48, response_format=schema)
+    prompt = engine.render(CORE_SYSTEM, shaped)
+    assert 'What is 2 plus 3?\n\nAnswer in JSON matching this schema: {"properties":{"city":{"type":"string"}' in prompt
+    counted = engine.count_tokens(CORE_SYSTEM, shaped)
+    assert counted > engine.count_tokens(CORE_SYSTEM, validated_options())
+    lc = ChatRyzenAI(model=QWEN, max_tokens=48).with_structured_output(Answer, include_raw=True).invoke(LC_SYSTEM)
+    assert lc["raw"].usage_metadata["input_tokens"] == counted
+    assert RyzenAILLM(model=QWEN, max_new_tokens=48).count_tokens(LI_SYSTEM, response_format=schema) == counted
 
 
 def test_errors_name_the_option_as_each_face_calls_it() -> None:

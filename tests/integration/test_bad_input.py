@@ -113,7 +113,7 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
     "negative temperature": (lambda t, x: validated_options(temperature=-0.5), InvalidRequestError, ["temperature=-0.5", "greater than or equal to 0"]),
     "top_p over 1": (lambda t, x: validated_options(top_p=1.5), InvalidRequestError, ["top_p=1.5", "less than or equal to 1"]),
     "max_tokens 0": (lambda t, x: validated_options(max_new_tokens=0), InvalidRequestError, ["max_new_tokens=0", "greater than or equal to 1"]),
-    "unknown option": (lambda t, x: validated_options(temprature=0.5), InvalidRequestError, ["temprature", "Extra inputs are not permitted"]),
+    "unknown option": (lambda t, x: validated_options(temprature=0.5), InvalidRequestError, ["temprature=0.5", "not an option", "did you mean 'temperature'"]),
     "empty stop string": (lambda t, x: validated_options(stop=[""]), InvalidRequestError, ["stop", "non-empty"]),
     "prompt over the limit (error policy)": (
         lambda t, x: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution=x), [ChatMessage("user", "word " * 300)]),

@@ -9,7 +9,6 @@ from typing import Any
 
 import onnxruntime_genai as og
 import pytest
-from pydantic import ValidationError
 
 from conftest import TINY_LLAMA, TINY_QWEN3
 from ryzenai_core.engine.engine import Engine
@@ -362,9 +361,9 @@ def test_a_forced_tool_call_needs_tools():
 
 
 def test_guidance_needs_a_schema_and_a_json_schema_must_be_an_object():
-    with pytest.raises(ValidationError, match="guidance of type 'regex' needs a non-empty schema, pattern or grammar"):
+    with pytest.raises(InvalidRequestError, match="guidance of type 'regex' needs a non-empty schema, pattern or grammar"):
         Guidance(type="regex", data="  ")
-    with pytest.raises(ValidationError, match="json_schema guidance must be a JSON object"):
+    with pytest.raises(InvalidRequestError, match="json_schema guidance must be a JSON object"):
         Guidance(type="json_schema", data="[1, 2]")
     assert json.loads(Guidance(type="json_schema", data={"type": "integer"}).data) == {"type": "integer"}
 

@@ -22,7 +22,6 @@ from ryzenai_core import (
     ModelNotFoundError,
     RuntimeNotAvailableError,
 )
-from ryzenai_core.call_options import resolve_search
 from ryzenai_core.engine.engine import Engine
 from ryzenai_core.engine.worker import chunk_message
 from ryzenai_core.errors import GenerationTimeoutError, WorkerDiedError
@@ -30,7 +29,7 @@ from ryzenai_core.generation import scheduler as scheduler_module
 from ryzenai_core.generation.streaming import Chunk, Timings, Usage
 from ryzenai_core.ipc import Delta, Output
 from ryzenai_core.messages import ChatMessage, ToolCall
-from ryzenai_core.options import GenerationOptions, validated_options
+from ryzenai_core.options import GenerationOptions, resolve_search, validated_options
 
 GREEDY = dict(temperature=0)
 MSGS = [ChatMessage("system", "You are helpful."), ChatMessage("user", "What is the prompt limit of the NPU?")]

@@ -19,8 +19,9 @@ from llamaindex_ryzenai import RyzenAIEmbedding, RyzenAILLM
 from llamaindex_ryzenai import RyzenAIRerank as LlamaIndexRerank
 from ryzenai_core import InvalidRequestError
 from ryzenai_core.embeddings.embedding import EmbeddingEngine
-from ryzenai_core.faces import LLMSettings, did_you_mean
+from ryzenai_core.faces import LLMSettings
 from ryzenai_core.rerank.engine import RerankEngine
+from ryzenai_core.vocabulary import did_you_mean
 
 QWEN = str(TINY_QWEN3)
 TINY_ST = str(FIXTURES / "embeddings" / "tiny-bert-st")

@@ -55,7 +55,13 @@ from ryzenai_core import (
     InvalidRequestError,
     ModelNotFoundError,
 )
-from ryzenai_core.options import ResponseFormat, response_format_from, tool_choice_from, validated_options
+from ryzenai_core.options import (
+    GenerationOptions,
+    ResponseFormat,
+    response_format_from,
+    tool_choice_from,
+    validated_options,
+)
 from ryzenai_core.prompt.structured import json_object_guidance
 
 QWEN = str(TINY_QWEN3)
@@ -143,7 +149,8 @@ def test_aliases_paths_and_strict_fields():
 def test_only_set_options_are_sent_down():
     def sent(llm: ChatRyzenAI, stop: list[str] | None, kwargs: dict) -> dict:
         _, request, _ = llm._request([HumanMessage("hi")], stop, kwargs)
-        return request.options.model_dump(exclude_defaults=True, exclude={"option_names"})
+        default = GenerationOptions()
+        return {k: v for k, v in vars(request.options).items() if k != "option_names" and v != getattr(default, k)}
 
     assert sent(ChatRyzenAI(model=QWEN), None, {}) == {}
     assert sent(chat(top_k=5, model_kwargs={"x": 1}), ["END"], {"temperature": 0.5, "seed": None}) == {

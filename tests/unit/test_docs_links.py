@@ -1,6 +1,6 @@
 """What README.md, docs/*.md and benchmarks/*.md point at exists: relative links (and their headings),
 the repository paths they name (``core/engine/client.py``, ``tests/...py::test_name``) and the
-modules and names they name (``ryzenai_core.call_options.CallOptions``)."""
+modules and names they name (``ryzenai_core.options.GenerationOptions``)."""
 
 from __future__ import annotations
 
