@@ -269,6 +269,61 @@ class StopFilter:
         return out
 
 
+class _BlockEnd:
+    """Where a tool-call block written piece by piece ends: after its JSON object, at the end marker.
+
+    An end marker inside the object (in an argument's string) is part of the argument. A
+    block that does not start with ``{`` ends at its first end marker.
+    """
+
+    __slots__ = ("_depth", "_escape", "_json", "_pos", "_string", "_value_end")
+
+    def __init__(self) -> None:
+        self._pos = 0  # text before this was scanned
+        self._json: bool | None = None  # whether the block is a JSON object (None: not known yet)
+        self._depth = 0
+        self._string = self._escape = False
+        self._value_end = -1  # where the object ended, once it has
+
+    def end(self, text: str, marker: str) -> int:
+        """The index of the marker that ends the block in ``text`` (the block so far), or -1."""
+        if self._value_end < 0 and self._json is not False:
+            self._scan(text)
+        if self._json is False:
+            return text.find(marker)
+        return text.find(marker, self._value_end) if self._value_end >= 0 else -1
+
+    def _scan(self, text: str) -> None:
+        i = self._pos
+        while i < len(text):
+            ch = text[i]
+            i += 1
+            if self._json is None:
+                if not ch.isspace():
+                    self._json = ch == "{"
+                    if not self._json:
+                        break
+                    self._depth = 1
+                continue
+            if self._string:
+                if self._escape:
+                    self._escape = False
+                elif ch == "\\":
+                    self._escape = True
+                elif ch == '"':
+                    self._string = False
+            elif ch == '"':
+                self._string = True
+            elif ch in "{[":
+                self._depth += 1
+            elif ch in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    self._value_end = i
+                    break
+        self._pos = i
+
+
 class OutputParser:
     """Splits raw model text into answer text, reasoning and tool-call segments.
 
@@ -306,7 +361,7 @@ class OutputParser:
         self._reasoning_started = False
         self._reasoning_newlines = ""
         self._after_reasoning = False
-        self._tool_raw: list[str] = []
+        self._block = _BlockEnd()
         self._json_hold: str | None = None
         self._content_seen = False
         self.tool_calls: list[ToolCall] = []
@@ -325,8 +380,6 @@ class OutputParser:
     def _markers(self) -> list[str]:
         if self._state == "reasoning" and self._reasoning:
             return [self._reasoning[1]]
-        if self._state == "tool" and self._tools:
-            return [self._tools[1]]
         out = []
         if self._reasoning and not self._after_reasoning:
             out.append(self._reasoning[0])
@@ -347,6 +400,10 @@ class OutputParser:
             return "", ""
         self._buf += text
         while self._buf and not self.stopped:
+            if self._state == "tool":
+                if not self._end_block(content):
+                    break  # the block is held until it ends
+                continue
             markers = self._active
             hits = [(self._buf.find(m), m) for m in markers if m in self._buf]
             if hits:
@@ -361,6 +418,30 @@ class OutputParser:
             break
         return "".join(content), "".join(reasoning)
 
+    def _end_block(self, content: list[str]) -> bool:
+        """Parse the tool-call block held in the buffer once it has ended (its JSON closed, then the end marker).
+
+        The block's calls are kept; a block that holds none goes to the content, where it was.
+        """
+        assert self._tools is not None
+        end = self._block.end(self._buf, self._tools[1])
+        if end < 0:
+            return False
+        block, self._buf = self._buf[:end], self._buf[end + len(self._tools[1]) :]
+        self._close_block(self._tools[0] + block + self._tools[1], content)
+        self._state = "content"
+        self._active = self._markers()
+        return True
+
+    def _close_block(self, raw: str, content: list[str]) -> None:
+        assert self._parse is not None
+        text, calls = self._parse(raw)
+        self.tool_calls.extend(calls)
+        if not calls:
+            content.append(raw)
+        elif text:
+            content.append(text)
+
     def _switch(self, marker: str) -> None:
         self._set_state(marker)
         self._active = self._markers()
@@ -374,10 +455,7 @@ class OutputParser:
             self._reasoning_newlines = ""
         elif self._tools and marker == self._tools[0]:
             self._state = "tool"
-            self._tool_raw.append(marker)
-        elif self._tools and marker == self._tools[1]:
-            self._tool_raw.append(marker)
-            self._state = "content"
+            self._block = _BlockEnd()
 
     def _emit(self, text: str, content: list[str], reasoning: list[str]) -> None:
         if not text:
@@ -394,9 +472,6 @@ class OutputParser:
             self._reasoning_newlines = text[len(stripped) :]
             if stripped:
                 reasoning.append(stripped)
-            return
-        if self._state == "tool":
-            self._tool_raw.append(text)
             return
         if self._after_reasoning and not self._content_seen:
             text = text.lstrip("\n")
@@ -419,11 +494,11 @@ class OutputParser:
         content: list[str] = []
         reasoning: list[str] = []
         rest, self._buf = self._buf, ""
-        if rest and not self.stopped:
-            if self._state == "tool":
-                self._tool_raw.append(rest)
-            else:
-                self._emit(rest, content, reasoning)
+        if self._state == "tool" and self._tools is not None:
+            self._close_block(self._tools[0] + rest, content)  # a block the end of generation cut off
+            self._state = "content"
+        elif rest and not self.stopped:
+            self._emit(rest, content, reasoning)
         tail = self._stop.flush()
         if tail:
             if self._json_hold is not None:
@@ -439,13 +514,6 @@ class OutputParser:
             else:
                 content.append(self._json_hold)
             self._json_hold = None
-        if self._tool_raw and self._parse:
-            raw = "".join(self._tool_raw)
-            text, calls = self._parse(raw)
-            self.tool_calls.extend(calls)
-            if not calls and raw:
-                content.append(raw)
-            self._tool_raw = []
         if self._max_calls is not None and len(self.tool_calls) > self._max_calls:
             left = self.tool_calls[self._max_calls :]
             logger.warning(
