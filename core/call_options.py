@@ -76,6 +76,9 @@ class GuidanceSpec:
     """``json_schema``, ``regex`` or ``lark_grammar``."""
     data: str
     """The schema (JSON text), the regular expression or the grammar."""
+    shape: Any = field(default=None, compare=False, repr=False)
+    """What the output may be, when the core wrote the grammar (a
+    :class:`~ryzenai_core.prompt.completion.Shape`): the generation loop closes it within the budget."""
 
 
 @dataclass(frozen=True)

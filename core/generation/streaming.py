@@ -31,6 +31,7 @@ __all__ = [
     "Usage",
     "aaggregate",
     "aggregate",
+    "warn_if_cut",
 ]
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ class Chunk:
     provider: str | None = None
     """The execution provider that ran the call, as onnxruntime-genai names its device
     (``RyzenAI``, ``CPU``, ``DML``, ...; last chunk)."""
+    cut: list[str] = field(default_factory=list)
+    """Values of structured output cut short to close within the budget, filled with minimal values
+    to complete it, or stopped at a bound the library set (``punchline``, ``items[2].name``,
+    ``search(query)`` for a tool call's argument; last chunk). The answer is ``finish_reason="length"``."""
 
 
 @dataclass
@@ -120,7 +125,23 @@ class Completion(Chunk):
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
             self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
-            self.provider = chunk.provider
+            self.provider, self.cut = chunk.provider, chunk.cut
+
+
+def warn_if_cut(chunk: Chunk, model_name: str, budget_name: str) -> None:
+    """Log a warning naming the values of a structured answer that were cut (see :attr:`Chunk.cut`).
+
+    The faces call it in the caller's process, for the last chunk of each call.
+    """
+    if chunk.cut:
+        logger.warning(
+            "%s cut structured output to close it within the output budget or a length bound: %s; the answer is "
+            "complete JSON with those values shortened or filled with minimal values (finish_reason='length'). "
+            "Raise %s, or give those fields a max_length, for whole values.",
+            model_name,
+            ", ".join(chunk.cut),
+            budget_name,
+        )
 
 
 def aggregate(chunks: Iterator[Chunk]) -> Completion:

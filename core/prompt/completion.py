@@ -112,7 +112,7 @@ def _type_of(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "object")
+    return "string" if isinstance(value, str) else "array" if isinstance(value, list) else "object"
 
 
 def _dumps(value: Any) -> bytes:
@@ -437,7 +437,7 @@ class _Tracker:
             elif s.kind == "string":
                 out += b'"'
                 cut.append(s.path)
-            elif s.kind == "number" and s.text[-1:] in (b"-", b"+", b".", b"e", b"E"):
+            elif s.kind == "number" and bytes(s.text[-1:]) in (b"-", b"+", b".", b"e", b"E"):
                 out += b"0"
             elif s.kind == "literal":
                 word = next(w for w in (b"true", b"false", b"null") if w.startswith(bytes(s.text)))

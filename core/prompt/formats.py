@@ -223,7 +223,7 @@ def _parse_tagged(text: str, tool_names: Collection[str] | None) -> tuple[str, l
     pos = 0
     while (start := text.find(open_tag, pos)) >= 0:
         body = start + len(open_tag)
-        call, end = None, None
+        call, end = None, -1
         try:
             obj, after = decoder.raw_decode(text, _skip_space(text, body))
         except json.JSONDecodeError:
@@ -234,7 +234,7 @@ def _parse_tagged(text: str, tool_names: Collection[str] | None) -> tuple[str, l
                 end = after + len(close_tag)
             elif after == len(text):
                 end = after  # a last block cut off before its closing tag
-        if end is not None:
+        if end >= 0:
             call = _to_call(
                 obj, len(calls), arg_keys=("arguments", "parameters"), require_args=False, tool_names=tool_names
             )

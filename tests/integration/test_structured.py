@@ -60,7 +60,7 @@ def test_bound_schema_bounds_every_free_form_value():
 
 
 def test_small_budgets_shorten_arrays_before_strings():
-    b = bound_schema(SCHEMA, 300)
+    b = bound_schema(SCHEMA, 200)
     assert b["properties"]["tags"]["maxItems"] < 8 and b["properties"]["title"]["maxLength"] >= 8
 
 
