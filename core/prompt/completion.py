@@ -345,6 +345,9 @@ class _Tracker:
             if s.kind == "key":
                 top = self.stack[-1]
                 top.key = bytes(s.text).decode("utf-8", "replace")
+                limit = _key_limit(top.branches[0])
+                if limit is not None and s.chars >= limit:
+                    self.bound_cuts.append(_join(top.path, top.key))
                 top.state = "colon"
                 top.branches = [o for o in top.branches if _admits_key(o, top.key)] or top.branches
                 return
@@ -504,6 +507,20 @@ def _continuation(text: bytes, pending: int) -> bytes:
     return head + b"\x80" * (pending - 1)
 
 
+_KEY_LIMIT = re.compile(r"\{1,(\d+)\}\$$")
+
+
+def _key_limit(obj: Mapping[str, Any]) -> int | None:
+    """The length bound the library set on an object's free-form keys, if it did."""
+    if not obj.get(BOUND_MARK):
+        return None
+    for pattern in obj.get("patternProperties") or {}:
+        match = _KEY_LIMIT.search(pattern)
+        if match:
+            return int(match.group(1))
+    return None
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -522,7 +539,7 @@ def _key_to_finish(frame: _Frame, typed: bytes) -> bytes:
     for name in names:
         if name.encode().startswith(typed):
             return name.encode()
-    return typed
+    return typed or b"_"  # a free-form key has at least one character
 
 
 # ---------------------------------------------------------------------- alternatives
@@ -565,6 +582,8 @@ class _Branch:
         suffix = self.alt.suffix[self.tail :]
         if self.alt.label:
             cut = [f"{self.alt.label}({path})" if path != "$" else self.alt.label for path in cut]
+        else:
+            cut = [path or "$" for path in cut]
         return prefix + text + suffix, len(prefix) + cost + len(suffix), cut
 
 

@@ -77,6 +77,7 @@ def _bound(schema: Any, chars: int, items: int = _MAX_ITEMS) -> None:
             value = extra if isinstance(extra, dict) and extra else {"type": ["string", "number", "boolean", "null"]}
             schema["patternProperties"] = {_key_pattern(min(chars, _MAX_KEY)): value}
             schema.setdefault("maxProperties", items + len(schema.get("properties") or {}))
+            schema[BOUND_MARK] = True
         schema["additionalProperties"] = False
     if "array" in types and "maxItems" not in schema:
         # Never below what the schema itself requires (a tuple's items, minItems).
