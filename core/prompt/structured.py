@@ -358,14 +358,12 @@ def _calls(
         fn = tool["function"]
         prefix = head + "{" + f'"name": {json.dumps(fn["name"])}, "{args_key}": '
         parameters = fn["parameters"] or {"type": "object", "properties": {}}
-        # The model may spell the framing in any tokens: the check counts its bytes.
-        framing = len(prefix.encode()) + len(tail.encode())
+        # The framing in the tokenizer's own tokens (the closing while decoding counts its bytes).
+        framing = count(prefix) + count(tail)
         need = framing + shortest_value(parameters) + reserve(_bounded(parameters, 1, 1))
         if need > max_new_tokens:
             raise _too_small(budget_name, max_new_tokens, need, f"{what} {fn['name']!r}")
-        params = bound_schema(
-            parameters, max_new_tokens, overhead=count(prefix) + count(tail), budget_name=budget_name
-        )
+        params = bound_schema(parameters, max_new_tokens, overhead=framing, budget_name=budget_name)
         rules.append(f"call{i}: {_lark_string(prefix)} args{i} {_lark_string(tail)}")
         rules.append(f"args{i}: %json {json.dumps(params)}")
         names.append(f"call{i}")
@@ -386,8 +384,7 @@ def tool_call_guidance(
 
     The arguments' strings are sized with the framing (markers, ``{"name": ..., "arguments": ``)
     counted by ``count_tokens``, the package tokenizer; a budget that cannot hold the framing
-    (counted in bytes: the model may spell it in any tokens) and the shortest arguments is
-    refused. The call closes within the budget (see the module docstring).
+    and the shortest arguments is refused. The call closes within the budget (see the module docstring).
 
     Args:
         family: the chat template family (``qwen3``, ``chatml``, ``llama3``).
