@@ -217,6 +217,9 @@ class Guidance:
     """``json_schema``, ``regex`` or ``lark_grammar``."""
     data: str
     """The schema (a dict becomes its JSON text), the regular expression or the grammar."""
+    shape: Any = field(default=None, compare=False, repr=False)
+    """What the output may be, when the core wrote the grammar (a
+    :class:`~ryzenai_core.prompt.completion.Shape`): the generation loop closes it within the budget."""
 
     def __post_init__(self) -> None:
         if self.type not in ("json_schema", "regex", "lark_grammar"):

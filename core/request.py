@@ -12,7 +12,11 @@ here, once, with the package's template, tokenizer and budget (:func:`resolve`):
 - a response format: a JSON-schema or JSON-object grammar, bounded the same way; and the
   prompt says so (:func:`instructed`): the last user message ends with "Answer in JSON
   matching this schema: ..." (the schema compact), or "Answer with one JSON object.", so the
-  model knows what it is to write before the grammar makes it;
+  model knows what it is to write before the grammar makes it; with tools
+  (``tool_choice="auto"``) a grammar that allows a tool call in the family's format or the
+  answer in the schema, as an agent with tools and a response format needs;
+- constrained output is closed within the budget while decoding, and a value cut to fit is
+  reported (``Chunk.cut``, ``finish_reason="length"``);
 - a grammar decides every token, so a template's thinking block is closed (``enable_thinking``
   False unless the caller chose);
 - constrained output needs a finite budget: ``max_new_tokens`` defaults to the package's
@@ -81,7 +85,14 @@ def resolve(
             tool-call format, a schema that is not a JSON object schema, parallel tool calls
             asked of a template that renders one call per assistant turn.
     """
-    from .prompt.structured import json_object_guidance, json_schema_guidance, tool_call_guidance
+    from .prompt.formats import has_tool_calls
+    from .prompt.structured import (
+        JSON_OBJECT,
+        json_object_guidance,
+        json_schema_guidance,
+        tool_call_guidance,
+        tool_or_answer_guidance,
+    )
 
     parallel = _parallel_tool_calls(options, template)
     forced = options.forced_tool
@@ -104,11 +115,15 @@ def resolve(
     elif options.response_format is not None:
         assert max_new is not None
         schema = options.response_format.json_schema
-        guidance = (
-            json_object_guidance(max_new, budget_name=options.called("max_new_tokens"))
-            if schema is None
-            else json_schema_guidance(schema, max_new, budget_name=options.called("max_new_tokens"))
-        )
+        budget_name = options.called("max_new_tokens")
+        if tools and has_tool_calls(template.family):  # a tool call or the answer (an agent's turn)
+            guidance = tool_or_answer_guidance(
+                template.family, tools, schema or JSON_OBJECT, max_new, count_tokens=count_text, budget_name=budget_name
+            )
+        elif schema is None:
+            guidance = json_object_guidance(max_new, budget_name=budget_name)
+        else:
+            guidance = json_schema_guidance(schema, max_new, budget_name=budget_name)
     thinking = options.enable_thinking
     if guidance is not None and thinking is None and template.supports_thinking:
         thinking = False

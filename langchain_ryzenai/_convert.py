@@ -13,7 +13,7 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.outputs import ChatGenerationChunk
 
 from ryzenai_core.errors import InvalidRequestError
-from ryzenai_core.generation.streaming import Chunk
+from ryzenai_core.generation.streaming import Chunk, warn_if_cut
 from ryzenai_core.messages import ChatMessage, Role, ToolCall
 from ryzenai_core.prompt.formats import parse_arguments
 
@@ -201,6 +201,9 @@ def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
     if chunk.plan is not None:
         meta["budget_plan"] = chunk.plan.to_dict()
     meta["dropped_messages"] = chunk.dropped_messages
+    if chunk.cut:
+        meta["truncated_fields"] = list(chunk.cut)
+        warn_if_cut(chunk, model_name, "max_tokens")
     return meta
 
 

@@ -33,7 +33,7 @@ from llama_index.core.llms.llm import ToolSelection
 from llama_index.core.schema import ImageDocument, ImageNode
 
 from ryzenai_core.errors import GenerationError, InvalidRequestError
-from ryzenai_core.generation.streaming import Chunk, Completion
+from ryzenai_core.generation.streaming import Chunk, Completion, warn_if_cut
 from ryzenai_core.messages import ChatMessage as CoreMessage
 from ryzenai_core.messages import Role, ToolCall
 from ryzenai_core.prompt.formats import parse_arguments
@@ -233,6 +233,9 @@ class ResponseFold:
                 extra["dropped_messages"] = chunk.dropped_messages
             if chunk.stop_sequence is not None:
                 extra["stop_sequence"] = chunk.stop_sequence
+            if chunk.cut:
+                extra["truncated_fields"] = list(chunk.cut)
+                warn_if_cut(chunk, self.model_name, "max_new_tokens")
             raw = {
                 "model": self.model_name,
                 "execution_provider": chunk.provider,
@@ -243,6 +246,7 @@ class ResponseFold:
                 "dropped_messages": chunk.dropped_messages,
                 "timings": chunk.timings.to_dict() if chunk.timings is not None else None,
                 "reasoning": self.answer.reasoning or None,
+                "truncated_fields": list(chunk.cut),
             }
         return ChatResponse(message=self.message(), delta=chunk.text, raw=raw, additional_kwargs=extra)
 

@@ -31,6 +31,7 @@ from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
 from ..request import instructed
 from .call import CallControl, CallSpec, Phase
+from .closer import Closer, TokenIndex
 from .kv_cache import KVCache, feed
 from .loader import Loaded, SessionKey, load_model
 from .prompt_builder import Prepared, PromptBuilder
@@ -57,6 +58,7 @@ class Session:
         self._load_lock = threading.Lock()
         self._loaded: Loaded | None = None
         self._mm_processor: Any = None
+        self._token_index: TokenIndex | None = None
 
     # ------------------------------------------------------------------ loading
     @property
@@ -196,6 +198,7 @@ class Session:
         if not self.scheduler.acquire(control, reader):
             return
         generator = None
+        closer: Closer | None = None
         n = 0
         finish: FinishReason | None = FinishReason.CANCELLED
         timings = Timings(queued=time.perf_counter() - t_wait)
@@ -212,12 +215,18 @@ class Session:
             control.check_deadline()
             control.enter(Phase.GENERATING)
             stop = StopChecker(control, generator, self._require().end_ids, plan, parser, guidance)
+            if guidance is not None and guidance.shape is not None:
+                closer = Closer(guidance.shape, self.token_index(), plan.max_new_tokens, generator)
             # The per-token loop: the runtime's step is the only expensive call in it.
             step, next_tokens = generator.generate_next_token, generator.get_next_tokens
             decode, parse = decoder.feed, parser.feed
             while (finish := stop.before_step(n)) is None:
+                if closer is not None:
+                    closer.before_step(n)
                 step()
                 token = int(next_tokens()[0])
+                if closer is not None:
+                    closer.feed(token)
                 generated.append(token)
                 n += 1
                 if first_at is None:
@@ -231,7 +240,7 @@ class Session:
                     pending = []
                 if finish := stop.after_text():
                     break
-            stop.check_complete(finish, decoder, generated)
+            stop.check_complete(finish, decoder, generated, closer is not None and closer.complete())
         except GeneratorExit:
             finish = FinishReason.CANCELLED
             raise
@@ -260,11 +269,13 @@ class Session:
             timings.time_to_first_token = first_at - t_call
             if n > 1 and end > first_at:
                 timings.decode_tokens_per_second = (n - 1) / (end - first_at)
+        cut = closer.cut_values() if closer is not None else []
         yield Chunk(
             text=content + c2,
             reasoning=reasoning + r2,
             tool_calls=list(parser.tool_calls),
-            finish_reason=stop.finish_reason(finish or FinishReason.LENGTH),
+            finish_reason=FinishReason.LENGTH if cut else stop.finish_reason(finish or FinishReason.LENGTH),
+            cut=cut,
             usage=Usage(len(prep.prompt_ids), n),
             timings=timings,
             plan=plan,
@@ -274,14 +285,28 @@ class Session:
             provider=self.device,
         )
 
+    def token_index(self) -> TokenIndex:
+        """The package's tokens by their bytes (built on first use: constrained output closing in time)."""
+        if self._token_index is None:
+            table = self._require().token_bytes
+            if table is not None:
+                self._token_index = TokenIndex(table.table)
+            else:  # a vocabulary not mapped to bytes: each token's own decode
+                size = int(self.package.config.get("model", {}).get("vocab_size", 0))
+                self._token_index = TokenIndex([self.decode([i]).encode() for i in range(size)])
+        return self._token_index
+
     def _parser(self, prep: Prepared, options: GenerationOptions) -> OutputParser:
         """The parser of this call's output: stop strings, reasoning, the template's tool calls."""
         tpl = self.template_for(options)
         tools = prep.tools
         names = [t["function"]["name"] for t in tools]
+        # Under a grammar, unless thinking was asked for, no reasoning block is written: a marker is
+        # then text (inside a JSON string).
+        constrained = options.guidance is not None and options.enable_thinking is not True
         return OutputParser(
             stop=options.stop,
-            reasoning_markers=tpl.reasoning_markers,
+            reasoning_markers=None if constrained else tpl.reasoning_markers,
             tool_markers=tpl.tool_call_markers if tools else None,
             json_tool_calls=bool(tools) and tpl.tool_call_markers is None and has_tool_calls(tpl.family),
             parse_tool_calls=(

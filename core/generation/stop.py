@@ -82,14 +82,20 @@ class StopChecker:
         """The reason the caller sees, once the parser has finished: a stop after tool calls is ``tool_calls``."""
         return FinishReason.TOOL_CALLS if finish == FinishReason.STOP and self._parser.tool_calls else finish
 
-    def check_complete(self, finish: FinishReason, decoder: IncrementalDecoder, generated: list[int]) -> None:
-        """Refuse constrained output cut off by the token limit (unless it was complete JSON just then).
+    def check_complete(
+        self, finish: FinishReason, decoder: IncrementalDecoder, generated: list[int], complete: bool = False
+    ) -> None:
+        """Refuse constrained output cut off by the token limit (unless it was complete just then).
+
+        ``complete``: the output is known to be a whole value (the closer followed it).
 
         Raises:
             GenerationError: the output is not complete.
         """
         guidance, plan = self._guidance, self._plan
-        if finish != FinishReason.LENGTH or guidance is None or _complete_json(guidance, decoder, generated):
+        if finish != FinishReason.LENGTH or guidance is None or complete:
+            return
+        if _complete_json(guidance, decoder, generated):
             return
         raise GenerationError(
             f"the constrained output ({guidance.type}) was not complete after {plan.max_new_tokens} "

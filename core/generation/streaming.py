@@ -33,6 +33,7 @@ __all__ = [
     "Usage",
     "aaggregate",
     "aggregate",
+    "warn_if_cut",
 ]
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,10 @@ class Chunk:
     provider: str | None = None
     """The execution provider that ran the call, as onnxruntime-genai names its device
     (``RyzenAI``, ``CPU``, ``DML``, ...; last chunk)."""
+    cut: list[str] = field(default_factory=list)
+    """Values of structured output cut short to close within the budget, filled with minimal values
+    to complete it, or stopped at a bound the library set (``punchline``, ``items[2].name``,
+    ``search(query)`` for a tool call's argument; last chunk). The answer is ``finish_reason="length"``."""
 
 
 @dataclass
@@ -132,7 +137,23 @@ class Completion(Chunk):
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
             self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
-            self.provider = chunk.provider
+            self.provider, self.cut = chunk.provider, chunk.cut
+
+
+def warn_if_cut(chunk: Chunk, model_name: str, budget_name: str) -> None:
+    """Log a warning naming the values of a structured answer that were cut (see :attr:`Chunk.cut`).
+
+    The faces call it in the caller's process, for the last chunk of each call.
+    """
+    if chunk.cut:
+        logger.warning(
+            "%s cut structured output to close it within the output budget or a length bound: %s; the answer is "
+            "complete JSON with those values shortened or filled with minimal values (finish_reason='length'). "
+            "Raise %s, or give those fields a max_length, for whole values.",
+            model_name,
+            ", ".join(chunk.cut),
+            budget_name,
+        )
 
 
 def aggregate(chunks: Iterator[Chunk]) -> Completion:
@@ -281,6 +302,61 @@ class StopFilter:
         return out
 
 
+class _BlockEnd:
+    """Where a tool-call block written piece by piece ends: after its JSON object, at the end marker.
+
+    An end marker inside the object (in an argument's string) is part of the argument. A
+    block that does not start with ``{`` ends at its first end marker.
+    """
+
+    __slots__ = ("_depth", "_escape", "_json", "_pos", "_string", "_value_end")
+
+    def __init__(self) -> None:
+        self._pos = 0  # text before this was scanned
+        self._json: bool | None = None  # whether the block is a JSON object (None: not known yet)
+        self._depth = 0
+        self._string = self._escape = False
+        self._value_end = -1  # where the object ended, once it has
+
+    def end(self, text: str, marker: str) -> int:
+        """The index of the marker that ends the block in ``text`` (the block so far), or -1."""
+        if self._value_end < 0 and self._json is not False:
+            self._scan(text)
+        if self._json is False:
+            return text.find(marker)
+        return text.find(marker, self._value_end) if self._value_end >= 0 else -1
+
+    def _scan(self, text: str) -> None:
+        i = self._pos
+        while i < len(text):
+            ch = text[i]
+            i += 1
+            if self._json is None:
+                if not ch.isspace():
+                    self._json = ch == "{"
+                    if not self._json:
+                        break
+                    self._depth = 1
+                continue
+            if self._string:
+                if self._escape:
+                    self._escape = False
+                elif ch == "\\":
+                    self._escape = True
+                elif ch == '"':
+                    self._string = False
+            elif ch == '"':
+                self._string = True
+            elif ch in "{[":
+                self._depth += 1
+            elif ch in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    self._value_end = i
+                    break
+        self._pos = i
+
+
 class OutputParser:
     """Splits raw model text into answer text, reasoning and tool-call segments.
 
@@ -318,7 +394,7 @@ class OutputParser:
         self._reasoning_started = False
         self._reasoning_newlines = ""
         self._after_reasoning = False
-        self._tool_raw: list[str] = []
+        self._block = _BlockEnd()
         self._json_hold: str | None = None
         self._content_seen = False
         self.tool_calls: list[ToolCall] = []
@@ -337,8 +413,6 @@ class OutputParser:
     def _markers(self) -> list[str]:
         if self._state == "reasoning" and self._reasoning:
             return [self._reasoning[1]]
-        if self._state == "tool" and self._tools:
-            return [self._tools[1]]
         out = []
         if self._reasoning and not self._after_reasoning:
             out.append(self._reasoning[0])
@@ -359,6 +433,10 @@ class OutputParser:
             return "", ""
         self._buf += text
         while self._buf and not self.stopped:
+            if self._state == "tool":
+                if not self._end_block(content):
+                    break  # the block is held until it ends
+                continue
             markers = self._active
             hits = [(self._buf.find(m), m) for m in markers if m in self._buf]
             if hits:
@@ -373,6 +451,30 @@ class OutputParser:
             break
         return "".join(content), "".join(reasoning)
 
+    def _end_block(self, content: list[str]) -> bool:
+        """Parse the tool-call block held in the buffer once it has ended (its JSON closed, then the end marker).
+
+        The block's calls are kept; a block that holds none goes to the content, where it was.
+        """
+        assert self._tools is not None
+        end = self._block.end(self._buf, self._tools[1])
+        if end < 0:
+            return False
+        block, self._buf = self._buf[:end], self._buf[end + len(self._tools[1]) :]
+        self._close_block(self._tools[0] + block + self._tools[1], content)
+        self._state = "content"
+        self._active = self._markers()
+        return True
+
+    def _close_block(self, raw: str, content: list[str]) -> None:
+        assert self._parse is not None
+        text, calls = self._parse(raw)
+        self.tool_calls.extend(calls)
+        if not calls:
+            content.append(raw)
+        elif text:
+            content.append(text)
+
     def _switch(self, marker: str) -> None:
         self._set_state(marker)
         self._active = self._markers()
@@ -386,10 +488,7 @@ class OutputParser:
             self._reasoning_newlines = ""
         elif self._tools and marker == self._tools[0]:
             self._state = "tool"
-            self._tool_raw.append(marker)
-        elif self._tools and marker == self._tools[1]:
-            self._tool_raw.append(marker)
-            self._state = "content"
+            self._block = _BlockEnd()
 
     def _emit(self, text: str, content: list[str], reasoning: list[str]) -> None:
         if not text:
@@ -406,9 +505,6 @@ class OutputParser:
             self._reasoning_newlines = text[len(stripped) :]
             if stripped:
                 reasoning.append(stripped)
-            return
-        if self._state == "tool":
-            self._tool_raw.append(text)
             return
         if self._after_reasoning and not self._content_seen:
             text = text.lstrip("\n")
@@ -431,11 +527,11 @@ class OutputParser:
         content: list[str] = []
         reasoning: list[str] = []
         rest, self._buf = self._buf, ""
-        if rest and not self.stopped:
-            if self._state == "tool":
-                self._tool_raw.append(rest)
-            else:
-                self._emit(rest, content, reasoning)
+        if self._state == "tool" and self._tools is not None:
+            self._close_block(self._tools[0] + rest, content)  # a block the end of generation cut off
+            self._state = "content"
+        elif rest and not self.stopped:
+            self._emit(rest, content, reasoning)
         tail = self._stop.flush()
         if tail:
             if self._json_hold is not None:
@@ -451,13 +547,6 @@ class OutputParser:
             else:
                 content.append(self._json_hold)
             self._json_hold = None
-        if self._tool_raw and self._parse:
-            raw = "".join(self._tool_raw)
-            text, calls = self._parse(raw)
-            self.tool_calls.extend(calls)
-            if not calls and raw:
-                content.append(raw)
-            self._tool_raw = []
         if self._max_calls is not None and len(self.tool_calls) > self._max_calls:
             left = self.tool_calls[self._max_calls :]
             logger.warning(

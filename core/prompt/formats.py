@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
@@ -215,31 +214,48 @@ def _to_call(
     return ToolCall(name=name, arguments=args, id=_call_id(index, name, args))
 
 
-_TAGGED_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-
-
 def _parse_tagged(text: str, tool_names: Collection[str] | None) -> tuple[str, list[ToolCall]]:
+    """Calls in ``<tool_call>`` blocks, each read by its JSON: a closing tag inside an argument is the argument's."""
+    open_tag, close_tag = _TOOL_CALL_TAGS
+    decoder = json.JSONDecoder()
     calls: list[ToolCall] = []
     kept: list[str] = []
     pos = 0
-    for m in _TAGGED_RE.finditer(text):
+    while (start := text.find(open_tag, pos)) >= 0:
+        body = start + len(open_tag)
+        call, end = None, -1
         try:
-            obj = json.loads(m.group(1).strip())
+            obj, after = decoder.raw_decode(text, _skip_space(text, body))
         except json.JSONDecodeError:
-            obj = None
-        call = _to_call(
-            obj, len(calls), arg_keys=("arguments", "parameters"), require_args=False, tool_names=tool_names
-        )
-        kept.append(text[pos : m.start()])
-        if call is None:
-            kept.append(m.group(0))  # not a call: leave it in the content as the model wrote it
+            obj = after = None
+        if after is not None:
+            after = _skip_space(text, after)
+            if text.startswith(close_tag, after):
+                end = after + len(close_tag)
+            elif after == len(text):
+                end = after  # a last block cut off before its closing tag
+        if end >= 0:
+            call = _to_call(
+                obj, len(calls), arg_keys=("arguments", "parameters"), require_args=False, tool_names=tool_names
+            )
+        if call is None:  # not a call: the block stays in the content as the model wrote it
+            close = text.find(close_tag, body)
+            end = len(text) if close < 0 else close + len(close_tag)
+            kept.append(text[pos:end])
         else:
+            kept.append(text[pos:start])
             calls.append(call)
-        pos = m.end()
+        pos = end
     if not calls:
         return text, []
     kept.append(text[pos:])
     return "".join(kept).strip(), calls
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
 
 
 def _parse_llama3(text: str, tool_names: Collection[str] | None) -> tuple[str, list[ToolCall]]:
@@ -278,8 +294,9 @@ def parse_tool_calls(
     """Find the tool calls in a model's answer, in the format of its family.
 
     * ``qwen3``/``chatml``: one or more ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
-      blocks (a last block cut off before ``</tool_call>`` is accepted); the text around them is
-      the content. A block that is not valid JSON stays in the content.
+      blocks, each read by its JSON (a ``</tool_call>`` inside an argument is part of the
+      argument; a last block cut off before ``</tool_call>`` is accepted); the text around them
+      is the content. A block that is not valid JSON stays in the content, where it was.
     * ``llama3``: the whole answer (optionally after ``<|python_tag|>``) is a JSON object
       ``{"name": ..., "parameters": {...}}`` (or ``"arguments"``), or several separated by ``;``
       or newlines, or a JSON list of them. Anything else is plain content without calls.

@@ -60,7 +60,7 @@ def test_bound_schema_bounds_every_free_form_value():
 
 
 def test_small_budgets_shorten_arrays_before_strings():
-    b = bound_schema(SCHEMA, 300)
+    b = bound_schema(SCHEMA, 200)
     assert b["properties"]["tags"]["maxItems"] < 8 and b["properties"]["title"]["maxLength"] >= 8
 
 
@@ -84,7 +84,9 @@ def test_bounded_schema_output_parses_within_the_budget(model, budget):
     )
     data = json.loads(c.text)
     assert set(data) == {"title", "tags", "score", "meta", "kind"}
-    assert c.finish_reason == "stop" and c.usage.completion_tokens <= budget
+    assert c.usage.completion_tokens <= budget
+    # A value that ran into a bound the library set is reported, never silent: "length" names it.
+    assert (c.finish_reason, bool(c.cut)) in (("stop", False), ("length", True))
 
 
 @pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
