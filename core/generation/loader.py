@@ -22,7 +22,7 @@ from ..package.runtime import EpSearch, explain_ryzenai_failure, import_oga, pre
 from ..prompt.templates import ChatTemplate
 from .token_bytes import TokenBytes
 
-__all__ = ["Loaded", "SessionKey", "device_guess", "load_error", "load_model"]
+__all__ = ["Loaded", "SessionKey", "device_guess", "load_error", "load_model", "load_tokenizer", "token_table"]
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +107,35 @@ def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Lo
     except Exception:  # noqa: BLE001 - older OGA builds lack it
         pass
     # Generated text is decoded from the tokens' bytes where the vocabulary maps to them.
-    table = TokenBytes.for_runtime(pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids)))
+    table = token_table(pkg, tokenizer)
     seconds = time.perf_counter() - start
     device = str(getattr(model, "device_type", "") or "") or device_guess(provider, pkg.provider)
     return Loaded(model, tokenizer, frozenset(end_ids), table, seconds, device)
+
+
+def token_table(pkg: ModelPackage, tokenizer: Any) -> TokenBytes | None:
+    """The bytes of every token of ``tokenizer`` where the vocabulary maps to them and they decode as it does."""
+    return TokenBytes.for_runtime(pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids)))
+
+
+def load_tokenizer(pkg: ModelPackage) -> Any | None:
+    """The package's ``og.Tokenizer`` made from its configuration alone: no model is loaded.
+
+    None on a runtime that makes a tokenizer from a loaded model only (onnxruntime-genai 0.14,
+    Ryzen AI 1.8's; 0.18 makes one from the configuration). The tokenizer is the one
+    :func:`load_model` loads: the runtime builds both from the same configuration.
+
+    Raises:
+        :func:`load_error`'s error for a configuration or tokenizer the runtime cannot read.
+    """
+    og = import_oga()
+    try:
+        config = og.Config(str(pkg.path))
+        return og.Tokenizer(config)
+    except TypeError:  # "incompatible constructor arguments": only Tokenizer(model)
+        return None
+    except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
+        raise load_error(pkg, SessionKey(str(pkg.path)), exc) from exc
 
 
 def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch | None = None) -> Exception:
