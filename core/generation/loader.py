@@ -22,9 +22,23 @@ from ..package.runtime import EpSearch, explain_ryzenai_failure, import_oga, pre
 from ..prompt.templates import ChatTemplate
 from .token_bytes import TokenBytes
 
-__all__ = ["Loaded", "SessionKey", "device_guess", "load_error", "load_model", "load_tokenizer", "token_table"]
+__all__ = [
+    "IMAGE_MARKERS",
+    "Loaded",
+    "SessionKey",
+    "device_guess",
+    "image_marker_ids",
+    "load_error",
+    "load_model",
+    "load_tokenizer",
+    "token_table",
+]
 
 log = logging.getLogger(__name__)
+
+#: A vision package's image markers (Gemma 3: an image is ``<start_of_image>``, 256
+#: ``<image_soft_token>``, ``<end_of_image>``): the processor writes them, the model must not.
+IMAGE_MARKERS = ("<start_of_image>", "<image_soft_token>", "<end_of_image>")
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,8 @@ class Loaded:
     seconds: float
     device: str
     """The execution provider that runs the model, as onnxruntime-genai names its device."""
+    never_sampled: frozenset[int] = frozenset()
+    """Ids generation must never pick: a vision package's image markers (:func:`image_marker_ids`)."""
 
 
 def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Loaded:
@@ -110,7 +126,25 @@ def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Lo
     table = token_table(pkg, tokenizer)
     seconds = time.perf_counter() - start
     device = str(getattr(model, "device_type", "") or "") or device_guess(provider, pkg.provider)
-    return Loaded(model, tokenizer, frozenset(end_ids), table, seconds, device)
+    return Loaded(model, tokenizer, frozenset(end_ids), table, seconds, device, image_marker_ids(pkg, tokenizer))
+
+
+def image_marker_ids(pkg: ModelPackage, tokenizer: Any) -> frozenset[int]:
+    """The ids of a vision package's image markers (none for a text package).
+
+    A sampled ``<image_soft_token>`` reaches the embedding model on the next step as an image
+    position with no image features for it, and the runtime fails there (the embedding model of
+    Gemma 3 scatters one feature row to each such position); a generated ``<start_of_image>`` or
+    ``<end_of_image>`` is an image tag in text that has no image. So generation never picks them.
+    """
+    if not pkg.has_vision:
+        return frozenset()
+    ids = {int(i) for i in [pkg.config["model"].get("image_token_id")] if isinstance(i, int)}
+    for marker in IMAGE_MARKERS:
+        encoded = tokenizer.encode(marker)
+        if len(encoded) == 1:
+            ids.add(int(encoded[0]))
+    return frozenset(ids)
 
 
 def token_table(pkg: ModelPackage, tokenizer: Any) -> TokenBytes | None:

@@ -142,3 +142,50 @@ def test_the_gemma_replica_runs_text_and_images_on_the_cpu(execution: str) -> No
     red, blue = engine.generate(ask(png("red")), GREEDY), engine.generate(ask(png("blue")), GREEDY)
     assert text.usage.completion_tokens == 8 and red.text != blue.text
     assert red.plan.prefill_bucket is not None  # a token-fusion package: the padded bucket is reported
+
+
+# ---------------------------------------------------------------- image markers are never generated
+@pytest.mark.parametrize("execution", ["process", "inline"])
+@pytest.mark.parametrize("images", [0, 1], ids=["text", "image"])
+def test_a_model_that_prefers_its_image_markers_never_generates_them(marker_eager_vision, execution, images) -> None:
+    folder, markers = marker_eager_vision
+    engine = Engine.get(folder, execution=execution)
+    messages = ask(*[png("red")] * images)
+    greedy = engine.generate(messages, validated_options(max_new_tokens=12, temperature=0, kv_reuse=True))
+    sampled = engine.generate(messages, validated_options(max_new_tokens=12, do_sample=True, temperature=2.0, seed=3))
+    for answer in (greedy, sampled):
+        assert answer.finish_reason == "length" and len(answer.token_ids) == 12
+        assert not set(answer.token_ids) & set(markers.values()) and answer.text
+    # the next turn continues the kept generator (its last step ran on a generated token)
+    turn2 = [*messages, ChatMessage("assistant", greedy.text), ChatMessage("user", "And then?")]
+    assert engine.generate(turn2, validated_options(max_new_tokens=4, temperature=0, kv_reuse=True)).text
+
+
+def test_a_runtime_that_keeps_its_logits_ends_the_answer_at_an_image_marker(marker_eager_vision, monkeypatch, caplog):
+    """Where the runtime refuses get_logits/set_logits, a generated image marker ends the answer
+    (finish_reason "stop") before the model is fed it: warned once, never a runtime failure."""
+    import onnxruntime_genai as og
+
+    real = og.Generator
+
+    class Refusing:
+        def __init__(self, *args: object) -> None:
+            self._generator = real(*args)
+
+        def get_logits(self) -> None:
+            raise RuntimeError("GetLogits is not supported on this device")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._generator, name)
+
+    folder, _ = marker_eager_vision
+    engine = Engine.get(folder, execution="inline", num_threads=1)  # this test's own session
+    monkeypatch.setattr(og, "Generator", Refusing)
+    try:
+        with caplog.at_level("WARNING"):
+            answers = [engine.generate(ask(*[png("red")] * images), GREEDY) for images in (0, 1, 1)]
+    finally:
+        engine.close()
+    assert [(a.finish_reason, a.token_ids, a.text) for a in answers] == [("stop", [], "")] * 3
+    refusals = [r for r in caplog.records if "refused to mask the image markers" in r.getMessage()]
+    assert len(refusals) == 1 and "GetLogits is not supported" in refusals[0].getMessage()
