@@ -113,20 +113,28 @@ def test_an_image_prompt_over_the_limit_is_refused_before_generating(tmp_path: P
     assert info.value.prompt_tokens == engine.count_tokens(ask(png("red"), png("blue"), png("green"))) > 600
 
 
+# Enough text after the image that a kept prefix (a multiple of 64 tokens) could hold all of it:
+# only the images in the cache key keep the red image's KV from serving the blue one.
+LONG_QUESTION = "What is in the picture? " + "Describe it in a few words. " * 10
+
+
 def test_kv_reuse_never_reuses_another_images_kv(engine: Engine) -> None:
     reuse = validated_options(max_new_tokens=8, temperature=0, kv_reuse=True)
-    first = ask(png("red"))
-    engine.generate(first, reuse)  # the cache now holds the red image's KV
-    changed = ask(png("blue"))  # same token ids, another image
-    warm = engine.generate(changed, reuse)
-    assert warm.timings.reused_prompt_tokens == 0
-    assert warm.text == engine.generate(changed, GREEDY).text
+    for text in ("What is in the picture?", LONG_QUESTION):
+        first = ask(png("red"), text=text)
+        engine.generate(first, reuse)  # the cache now holds the red image's KV
+        changed = ask(png("blue"), text=text)  # same token ids, another image
+        assert engine.count_tokens(changed) == engine.count_tokens(first)
+        warm = engine.generate(changed, reuse)
+        again = engine.generate(changed, reuse)  # the same image again: its own KV is reused
+        assert warm.timings.reused_prompt_tokens == 0 and again.text == warm.text
+        assert warm.text == engine.generate(changed, GREEDY).text
+    assert again.timings.reused_prompt_tokens > engine.package.image_tokens
 
 
 def test_multi_turn_with_an_image_in_an_earlier_turn_reuses_it_and_equals_a_cold_run(engine: Engine) -> None:
     reuse = validated_options(max_new_tokens=8, temperature=0, kv_reuse=True)
-    # Enough text after the image that the kept prefix (a multiple of 64 tokens) holds all of it.
-    turn1 = ask(png("red"), text="What is in the picture? " + "Describe it in a few words. " * 10)
+    turn1 = ask(png("red"), text=LONG_QUESTION)
     answer = engine.generate(turn1, reuse).text
     turn2 = [*turn1, ChatMessage("assistant", answer), ChatMessage("user", "And what colour is it?")]
     warm = engine.generate(turn2, reuse)
