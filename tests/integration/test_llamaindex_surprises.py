@@ -256,7 +256,7 @@ def test_the_package_tokenizer_pickles_and_counts_without_loading_the_model(alon
 
     copy = pickle.loads(other)  # not this process's Settings.tokenizer where it was pickled
     assert llama_index.core.global_tokenizer is None
-    assert copy.path == path and repr(copy) == f"PackageTokenizer({str(path)!r})"
+    assert copy.path == path == alone.resolve() and repr(copy) == f"PackageTokenizer({str(path)!r})"
     if tokens_without_model_here():
         assert copy(text) == expected and copy.decode(expected[:-1]) == decoded
         assert engines_on(alone) == []  # counted by the tokenizer alone: no model, no worker
@@ -276,10 +276,26 @@ def tokens_without_model_here() -> bool:
     return not og.__version__.startswith("0.14")
 
 
+def test_a_copy_in_the_process_that_has_the_engine_counts_with_it(alone, monkeypatch):
+    """Unpickled where the engine is open (a copy of the LLM, a thread pool), nothing is loaded again."""
+    from ryzenai_core.generation import tokens as core_tokens
+
+    monkeypatch.setattr(_tokens, "_REOPENED", {})
+    llm = make(model=str(alone))
+    text = "Which prefill bucket does a prompt of one thousand tokens cost?"
+    expected = llm.tokenizer(text)
+
+    def refuse(package):
+        raise AssertionError("the tokenizer was loaded again beside the open engine")
+
+    monkeypatch.setattr(core_tokens, "load_tokenizer", refuse)
+    assert pickle.loads(pickle.dumps(llm.tokenizer))(text) == expected
+
+
 def test_a_runtime_that_needs_the_model_for_a_tokenizer_reopens_the_engine(alone, monkeypatch):
     """onnxruntime-genai 0.14 (Ryzen AI 1.8's) makes a tokenizer from a loaded model only: the copy
     loads the package as the original did, with its settings, and counts the same."""
-    from ryzenai_core.generation import tokens as core_tokens
+    import onnxruntime_genai as og
 
     monkeypatch.setattr(_tokens, "_REOPENED", {})
     llm = make(model=str(alone), num_threads=1, execution="inline")
@@ -287,7 +303,14 @@ def test_a_runtime_that_needs_the_model_for_a_tokenizer_reopens_the_engine(alone
     expected = llm.tokenizer(text)
     data = pickle.dumps(llm.tokenizer)
     forget_in_this_process(alone)
-    monkeypatch.setattr(core_tokens, "load_tokenizer", lambda package: None)
+    real = og.Tokenizer
+
+    def from_a_model_only(source):  # onnxruntime-genai 0.14's constructor: Tokenizer(model) alone
+        if isinstance(source, og.Config):
+            raise TypeError("__init__(): incompatible constructor arguments")
+        return real(source)
+
+    monkeypatch.setattr(og, "Tokenizer", from_a_model_only)
     copy = pickle.loads(data)
     assert engines_on(alone) == []  # nothing before the first count
     assert copy(text) == expected

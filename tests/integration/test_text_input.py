@@ -242,3 +242,8 @@ def test_the_tokenizer_without_its_model_counts_and_decodes_as_the_loaded_model(
     assert tokens.encode(WILD) == ids and "\x00" in tokens.decode(ids)
     cut = ids[: len(ids) // 2 + 1]  # may end inside a character: its bytes decode as the model's do
     assert tokens.decode(cut) == engine.decode(cut) and tokens.decode(ids) == engine.decode(ids)
+    # a character broken in the middle of the text: the rest is kept, as the loaded model keeps it
+    rocket = engine.encode("\U0001f680")
+    assert len(rocket) > 1  # split into byte tokens
+    broken = rocket[:1] + engine.encode(" and the rest")
+    assert tokens.decode(broken) == engine.decode(broken) == "\ufffd and the rest"

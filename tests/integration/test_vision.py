@@ -187,13 +187,18 @@ def test_a_runtime_that_keeps_its_logits_ends_the_answer_at_an_image_marker(mark
             return getattr(self._generator, name)
 
     folder, _ = marker_eager_vision
-    engine = Engine.get(folder, execution="inline", num_threads=1)  # this test's own session
+    expected = Engine.get(VISION, execution="inline").generate(ask(png("red")), GREEDY)
+    eager = Engine.get(folder, execution="inline", num_threads=1)  # these engines' own sessions
+    plain = Engine.get(VISION, execution="inline", num_threads=1)
     monkeypatch.setattr(og, "Generator", Refusing)
     try:
         with caplog.at_level("WARNING"):
-            answers = [engine.generate(ask(*[png("red")] * images), GREEDY) for images in (0, 1, 1)]
+            answers = [eager.generate(ask(*[png("red")] * images), GREEDY) for images in (0, 1, 1)]
+            answer = plain.generate(ask(png("red")), GREEDY)  # a model that does not pick them: unchanged
     finally:
-        engine.close()
+        eager.close()
+        plain.close()
     assert [(a.finish_reason, a.token_ids, a.text) for a in answers] == [("stop", [], "")] * 3
+    assert (answer.text, answer.finish_reason) == (expected.text, "length")
     refusals = [r for r in caplog.records if "refused to mask the image markers" in r.getMessage()]
-    assert len(refusals) == 1 and "GetLogits is not supported" in refusals[0].getMessage()
+    assert len(refusals) == 2 and "GetLogits is not supported" in refusals[0].getMessage()  # once per model
