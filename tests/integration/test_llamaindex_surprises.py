@@ -199,6 +199,7 @@ def chunks(nodes) -> list[tuple[str, str, int | None]]:
     return [(n.ref_doc_id, n.get_content(), n.start_char_idx) for n in nodes]
 
 
+@pytest.mark.slow
 def test_spawned_ingestion_workers_split_exactly_as_one_worker():
     """IngestionPipeline(num_workers=2) spawns its workers: the package tokenizer travels to them
     (as Settings.tokenizer, where LlamaIndex's unpickled splitters take theirs from), not tiktoken."""

@@ -151,6 +151,7 @@ def test_llamaindex_web_image_is_refused(llamaindex_event_loop) -> None:
         llm.chat([message])
 
 
+@pytest.mark.slow
 def test_both_faces_never_generate_image_markers(marker_eager_vision, llamaindex_event_loop) -> None:
     """A model that prefers its image placeholder token answers through both faces (no runtime failure)."""
     from langchain_core.messages import HumanMessage
