@@ -12,11 +12,24 @@ __all__ = ["CheckedEncoder", "PublicSerialization"]
 
 
 class PublicSerialization:
-    """``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip a face's settings."""
+    """LangChain's ``dumps`` / ``loads`` round-trip a face's settings (never its loaded model).
+
+    Example:
+        >>> from langchain_core.load import dumps, loads
+        >>> from langchain_ryzenai import ChatRyzenAI
+        >>> llm = ChatRyzenAI(model="amd/Llama-3.2-1B_rai_1.8.0_npu_4K", temperature=0)
+        >>> loads(dumps(llm), valid_namespaces=["langchain_ryzenai"], allowed_objects=[ChatRyzenAI]) == llm
+        True
+
+    ``valid_namespaces`` lets ``loads`` import from ``langchain_ryzenai``; ``allowed_objects`` names
+    the classes it may revive (langchain-core 0.3.81 and 1.2.5 and later revive only their own
+    classes unless told; a chain lists its parts too). Releases before those have no
+    ``allowed_objects``: ``loads(text, valid_namespaces=["langchain_ryzenai"])`` there.
+    """
 
     @classmethod
     def is_lc_serializable(cls) -> bool:
-        """True: ``dumps`` / ``loads(..., valid_namespaces=["langchain_ryzenai"])`` round-trip the settings."""
+        """True: ``dumps`` / ``loads`` round-trip the settings (see the class docstring for the arguments)."""
         return True
 
     @classmethod

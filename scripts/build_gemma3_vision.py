@@ -11,7 +11,8 @@ The layout onnxruntime-genai runs as ``model.type = "gemma3"`` with images:
   ``pixel_values [N,3,896,896]`` -> ``image_features [N,256,hidden]``;
 * ``gemma-3-embedding.onnx``: (``input_ids``, ``image_features``) -> ``inputs_embeds``: the
   scaled token embeddings, with the ``<image_soft_token>`` positions taken from the image
-  features in order (works with zero images too);
+  features in order, as transformers' ``masked_scatter`` does (works with zero images too; a
+  soft token without a feature row, such as a generated one, fails as with the real model);
 * ``processor_config.json`` in onnxruntime-extensions' format (896x896, mean/std 0.5);
 * the Gemma 3 tokenizer of ``tiny-gemma3-text`` (``<start_of_image>``, ``<image_soft_token>``,
   ``<end_of_image>`` included) and the real Gemma 3 chat template.
@@ -195,18 +196,13 @@ def export_embedding(model, path: Path, image_token_id: int) -> None:  # noqa: A
             self.embed = model.model.language_model.embed_tokens  # scales by sqrt(hidden)
 
         def forward(self, input_ids: torch.Tensor, image_features: torch.Tensor) -> torch.Tensor:
+            # As Gemma 3 in transformers does it: the features fill the image token positions in
+            # order (masked_scatter, exported as ScatterND). So an <image_soft_token> the model is
+            # fed without a feature row for it (one it generated) fails in the runtime, as it
+            # does with the real model.
             embeds = self.embed(input_ids)
-            hidden = embeds.shape[-1]
-            features = image_features.reshape(-1, hidden).to(embeds.dtype)
-            # Row k of the features goes to the k-th image token; other positions read the
-            # appended zero row and keep their token embedding.
-            features = torch.cat([features, torch.zeros(1, hidden, dtype=embeds.dtype)], dim=0)
-            is_image = input_ids == image_token_id
-            order = torch.cumsum(is_image.to(torch.int64).reshape(-1), dim=0) - 1
-            none = torch.full_like(order, features.shape[0] - 1)
-            index = torch.where(is_image.reshape(-1), order, none)
-            picked = features.index_select(0, index).reshape(embeds.shape)
-            return torch.where(is_image.unsqueeze(-1), picked, embeds)
+            mask = (input_ids == image_token_id).unsqueeze(-1).expand_as(embeds)
+            return embeds.masked_scatter(mask, image_features.to(embeds.dtype))
 
     ids = torch.tensor([[1, image_token_id, image_token_id, 2]], dtype=torch.int64)
     feats = torch.zeros(1, 2, TEXT_HIDDEN)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata as md
+import json
 import os
 import shutil
 import time
@@ -167,6 +168,43 @@ def tear_first_deltas(monkeypatch: pytest.MonkeyPatch, times: int = 1) -> list[A
 
     monkeypatch.setattr(workers_module, "parse_frame", tearing)
     return torn
+
+
+def with_logit_bias(src: Path, dst: Path, bias: dict[int, float]) -> Path:
+    """A copy of the fixture model ``src`` at ``dst`` whose logits get ``bias`` added (token id -> value).
+
+    The fixtures' decoders end in ``logits += logits_suppress_bias`` (scripts/build_fixtures.py): the
+    copy adds to that vector, so a test can make a model prefer a token it would rarely pick.
+    """
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    shutil.copytree(src, dst)
+    model = onnx.load(str(dst / "model.onnx"), load_external_data=False)
+    init = next(t for t in model.graph.initializer if t.name == "logits_suppress_bias")
+    values = numpy_helper.to_array(init).copy()
+    for token, value in bias.items():
+        values[token] += np.float32(value)
+    init.CopyFrom(numpy_helper.from_array(values, init.name))
+    onnx.save(model, str(dst / "model.onnx"))
+    return dst
+
+
+@pytest.fixture(scope="session")
+def marker_eager_vision(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """The Gemma 3 vision fixture biased towards its image markers, and their ids.
+
+    Unmasked, greedy decoding picks ``<image_soft_token>`` at every step (``<start_of_image>``
+    next, then ``<end_of_image>``), and the step after a generated soft token fails in the runtime:
+    the embedding model has no image feature row for it (as with the real Gemma 3).
+    """
+    vision = MODELS / "tiny-gemma3-vision"
+    names = ("<image_soft_token>", "<start_of_image>", "<end_of_image>")
+    added = json.loads((vision / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+    ids = {t["content"]: t["id"] for t in added if t["content"] in names}
+    bias = {ids[name]: value for name, value in zip(names, (300.0, 200.0, 100.0), strict=True)}
+    return with_logit_bias(vision, tmp_path_factory.mktemp("eager") / vision.name, bias), ids
 
 
 def close_engines_under(folder: Path) -> None:

@@ -25,8 +25,11 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 _LFS_SUFFIXES = {".onnx", ".data", ".bin", ".fconst", ".state", ".meta", ".ctrlpkt", ".super", ".zip", ".safetensors"}
 
 
-def cache_repository(cache: Path, repo_id: str, source: Path, *, revision: str = COMMIT) -> Path:
-    """Put the files of ``source`` into ``cache`` as repository ``repo_id``; returns the snapshot folder."""
+def cache_repository(cache: Path, repo_id: str, source: Path, *, revision: str = COMMIT, ref: str = "main") -> Path:
+    """Put the files of ``source`` into ``cache`` as repository ``repo_id``; returns the snapshot folder.
+
+    ``refs/<ref>`` (a branch or tag) names the snapshot's commit ``revision``.
+    """
     storage = cache / repo_folder_name(repo_id=repo_id, repo_type="model")
     for file in sorted(p for p in source.rglob("*") if p.is_file()):
         relative = file.relative_to(source).as_posix()
@@ -40,5 +43,5 @@ def cache_repository(cache: Path, repo_id: str, source: Path, *, revision: str =
         pointer = Path(_get_pointer_path(str(storage), revision, relative))
         pointer.parent.mkdir(parents=True, exist_ok=True)
         _create_symlink(str(blob), str(pointer), new_blob=False)
-    _cache_commit_hash_for_specific_revision(str(storage), "main", revision)
+    _cache_commit_hash_for_specific_revision(str(storage), ref, revision)
     return storage / "snapshots" / revision

@@ -24,9 +24,23 @@ from .token_bytes import TokenBytes
 if TYPE_CHECKING:  # a caller reads SessionKey here without the template machinery (jinja2)
     from ..prompt.templates import ChatTemplate
 
-__all__ = ["Loaded", "SessionKey", "device_guess", "load_error", "load_model"]
+__all__ = [
+    "IMAGE_MARKERS",
+    "Loaded",
+    "SessionKey",
+    "device_guess",
+    "image_marker_ids",
+    "load_error",
+    "load_model",
+    "load_tokenizer",
+    "token_table",
+]
 
 log = logging.getLogger(__name__)
+
+#: A vision package's image markers (Gemma 3: an image is ``<start_of_image>``, 256
+#: ``<image_soft_token>``, ``<end_of_image>``): the processor writes them, the model must not.
+IMAGE_MARKERS = ("<start_of_image>", "<image_soft_token>", "<end_of_image>")
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,8 @@ class Loaded:
     seconds: float
     device: str
     """The execution provider that runs the model, as onnxruntime-genai names its device."""
+    never_sampled: frozenset[int] = frozenset()
+    """Ids generation must never pick: a vision package's image markers (:func:`image_marker_ids`)."""
 
 
 def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Loaded:
@@ -109,10 +125,53 @@ def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Lo
     except Exception:  # noqa: BLE001 - older OGA builds lack it
         pass
     # Generated text is decoded from the tokens' bytes where the vocabulary maps to them.
-    table = TokenBytes.for_runtime(pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids)))
+    table = token_table(pkg, tokenizer)
     seconds = time.perf_counter() - start
     device = str(getattr(model, "device_type", "") or "") or device_guess(provider, pkg.provider)
-    return Loaded(model, tokenizer, frozenset(end_ids), table, seconds, device)
+    return Loaded(model, tokenizer, frozenset(end_ids), table, seconds, device, image_marker_ids(pkg, tokenizer))
+
+
+def image_marker_ids(pkg: ModelPackage, tokenizer: Any) -> frozenset[int]:
+    """The ids of a vision package's image markers (none for a text package).
+
+    A sampled ``<image_soft_token>`` reaches the embedding model on the next step as an image
+    position with no image features for it, and the runtime fails there (the embedding model of
+    Gemma 3 scatters one feature row to each such position); a generated ``<start_of_image>`` or
+    ``<end_of_image>`` is an image tag in text that has no image. So generation never picks them.
+    """
+    if not pkg.has_vision:
+        return frozenset()
+    ids = {int(i) for i in [pkg.config["model"].get("image_token_id")] if isinstance(i, int)}
+    for marker in IMAGE_MARKERS:
+        encoded = tokenizer.encode(marker)
+        if len(encoded) == 1:
+            ids.add(int(encoded[0]))
+    return frozenset(ids)
+
+
+def token_table(pkg: ModelPackage, tokenizer: Any) -> TokenBytes | None:
+    """The bytes of every token of ``tokenizer`` where the vocabulary maps to them and they decode as it does."""
+    return TokenBytes.for_runtime(pkg.tokenizer_files, tokenizer.encode, lambda ids: tokenizer.decode(list(ids)))
+
+
+def load_tokenizer(pkg: ModelPackage) -> Any | None:
+    """The package's ``og.Tokenizer`` made from its configuration alone: no model is loaded.
+
+    None on a runtime that makes a tokenizer from a loaded model only (onnxruntime-genai 0.14,
+    Ryzen AI 1.8's; 0.18 makes one from the configuration). The tokenizer is the one
+    :func:`load_model` loads: the runtime builds both from the same configuration.
+
+    Raises:
+        :func:`load_error`'s error for a configuration or tokenizer the runtime cannot read.
+    """
+    og = import_oga()
+    try:
+        config = og.Config(str(pkg.path))
+        return og.Tokenizer(config)
+    except TypeError:  # "incompatible constructor arguments": only Tokenizer(model)
+        return None
+    except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError/OSError
+        raise load_error(pkg, SessionKey(str(pkg.path)), exc) from exc
 
 
 def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch | None = None) -> Exception:

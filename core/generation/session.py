@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from ..errors import ContextWindowExceededError, GenerationError, GuidanceUnsupportedError, InvalidRequestError
@@ -40,7 +41,9 @@ from .stop import StopChecker
 from .streaming import Chunk, FinishReason, IncrementalDecoder, OutputParser, Timings, Usage
 from .tokens import Tokens
 
-__all__ = ["Session"]
+__all__ = ["Session", "masked_logits"]
+
+log = logging.getLogger(__name__)
 
 
 class Session:
@@ -59,6 +62,8 @@ class Session:
         self._loaded: Loaded | None = None
         self._mm_processor: Any = None
         self._token_index: TokenIndex | None = None
+        self._unmaskable: str | None = None
+        """The runtime's refusal to mask logits, once it refused (see :meth:`_step`)."""
 
     # ------------------------------------------------------------------ loading
     @property
@@ -214,11 +219,12 @@ class Session:
             timings.prefill = time.perf_counter() - t_prefill
             control.check_deadline()
             control.enter(Phase.GENERATING)
-            stop = StopChecker(control, generator, self._require().end_ids, plan, parser, guidance)
+            never = self._require().never_sampled  # a vision package's image markers
+            stop = StopChecker(control, generator, self._require().end_ids | never, plan, parser, guidance)
             if guidance is not None and guidance.shape is not None:
                 closer = Closer(guidance.shape, self.token_index(), plan.max_new_tokens, generator)
             # The per-token loop: the runtime's step is the only expensive call in it.
-            step, next_tokens = generator.generate_next_token, generator.get_next_tokens
+            step, next_tokens = self._step(generator, never), generator.get_next_tokens
             decode, parse = decoder.feed, parser.feed
             while (finish := stop.before_step(n)) is None:
                 if closer is not None:
@@ -356,9 +362,49 @@ class Session:
             feed(generator, prompt_ids, 0, run)
         return generator, 0
 
+    def _step(self, generator: Any, never: frozenset[int]) -> Callable[[], None]:
+        """The runtime's step, with ``never`` masked out of what it samples (see :func:`masked_logits`).
+
+        A runtime that refuses to hand over or take back the logits gets the plain step (warned
+        once, for the model): ``never`` ids then end the generation (the stop checker has them
+        among the end ids) before the model is fed one.
+        """
+        plain: Callable[[], None] = generator.generate_next_token
+        if not never or self._unmaskable is not None:
+            return plain
+        ids = sorted(never)
+
+        def step() -> None:
+            if self._unmaskable is None:
+                try:
+                    masked_logits(generator, ids)
+                except Exception as exc:  # noqa: BLE001 - OGA raises plain RuntimeError
+                    self._unmaskable = str(exc)
+                    log.warning(
+                        "%s: the runtime refused to mask the image markers out of the logits (%s); a generated "
+                        "image marker ends the answer instead",
+                        self.package.name,
+                        exc,
+                    )
+            plain()
+
+        return step
+
     def reset_cache(self) -> None:
         """Drop the cached generator (frees its KV cache)."""
         self._kv.clear()
+
+
+def masked_logits(generator: Any, ids: list[int]) -> None:
+    """Set the logits of ``ids`` to -inf for the generator's next step, so it never picks them.
+
+    They are the logits the step would use (the runtime computes them once); a grammar's mask
+    and the search options (repetition penalty, temperature, top-k/p) apply after, as they would
+    without this.
+    """
+    logits = generator.get_logits()
+    logits[..., ids] = -float("inf")
+    generator.set_logits(logits)
 
 
 def _generation_error(exc: Exception, guidance: Any) -> Exception:

@@ -10,22 +10,34 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InvalidRequestError
 from ..messages import check_prompt_text
 from ..package.folder import ModelPackage
-from .loader import Loaded
+from .loader import load_tokenizer, token_table
 from .streaming import IncrementalDecoder
-from .token_bytes import byte_zero_token
+from .token_bytes import TokenBytes, byte_zero_token
 
-__all__ = ["Tokens"]
+__all__ = ["TokenizerParts", "Tokens", "tokens_without_model"]
+
+
+class TokenizerParts(Protocol):
+    """What :class:`Tokens` reads of a loaded model (:class:`~.loader.Loaded` has it)."""
+
+    @property
+    def tokenizer(self) -> Any:
+        """The ``og.Tokenizer``."""
+
+    @property
+    def token_bytes(self) -> TokenBytes | None:
+        """The bytes of every token, where the vocabulary maps to them."""
 
 
 class Tokens:
     """Encode and decode with a package's tokenizer; ``loaded`` loads the model on first use."""
 
-    def __init__(self, package: ModelPackage, loaded: Callable[[], Loaded]) -> None:
+    def __init__(self, package: ModelPackage, loaded: Callable[[], TokenizerParts]) -> None:
         self.package = package
         self._loaded = loaded
         self._counts: dict[str, int] = {}
@@ -102,6 +114,31 @@ class Tokens:
         """A decoder of generated ids into text deltas that add up to :meth:`decode`."""
         table = self._loaded().token_bytes
         return IncrementalDecoder(self.decode, token_bytes=table.table if table is not None else None)
+
+
+class _TokenizerAlone:
+    """A tokenizer loaded without its model; its byte table is read on the first decode."""
+
+    def __init__(self, package: ModelPackage, tokenizer: Any) -> None:
+        self.package = package
+        self.tokenizer = tokenizer
+
+    @functools.cached_property
+    def token_bytes(self) -> TokenBytes | None:
+        return token_table(self.package, self.tokenizer)
+
+
+def tokens_without_model(package: ModelPackage) -> Tokens | None:
+    """:class:`Tokens` of ``package`` with its tokenizer alone (no model loaded, nothing started).
+
+    They encode and decode exactly as a loaded model's (the same code, the same tokenizer). None on a
+    runtime that makes a tokenizer from a loaded model only (see :func:`~.loader.load_tokenizer`).
+    """
+    tokenizer = load_tokenizer(package)
+    if tokenizer is None:
+        return None
+    parts = _TokenizerAlone(package, tokenizer)
+    return Tokens(package, lambda: parts)
 
 
 def _int_list(ids: Any) -> list[int]:

@@ -13,6 +13,7 @@ preceded by a line ``<!-- no-run: REASON -->`` is left out, with that reason. Sh
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -133,3 +134,54 @@ def test_page_examples_run(page: Path, blocks: list[tuple[int, str, str | None]]
     )
     if run.returncode != 0:
         pytest.fail(f"{_name(page)} failed:\n{run.stderr[-4000:]}", pytrace=False)
+
+
+# The packages whose docstrings' ``>>>`` examples run (the same stand-ins as the pages).
+DOCSTRING_PACKAGES = ("langchain_ryzenai", "llamaindex_ryzenai", "ryzenai_core", "ryzenai_cli")
+
+# Runs in the subprocess: every docstring example of the modules that have one, stand-ins put in.
+DOCTEST_RUNNER = """
+import doctest, importlib, json, sys
+modules, stand_ins = json.load(sys.stdin)
+runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+for name in modules:
+    for test in doctest.DocTestFinder().find(importlib.import_module(name)):
+        for example in test.examples:
+            for real, stand_in in stand_ins.items():
+                example.source = example.source.replace(real, stand_in)
+        runner.run(test)
+print(json.dumps(runner.summarize(verbose=False)._asdict()))
+sys.exit(1 if runner.failures else 0)
+"""
+
+
+def _docstring_modules() -> list[str]:
+    """The modules of the packages above whose source holds a ``>>>`` example."""
+    roots = {"langchain_ryzenai": ROOT / "langchain_ryzenai", "llamaindex_ryzenai": ROOT / "llamaindex_ryzenai"}
+    roots |= {"ryzenai_core": ROOT / "core", "ryzenai_cli": ROOT / "cli"}
+    found = []
+    for package in DOCSTRING_PACKAGES:
+        for path in sorted(roots[package].rglob("*.py")):
+            if ">>> " in path.read_text(encoding="utf-8"):
+                parts = path.relative_to(roots[package]).with_suffix("").parts
+                found.append(".".join((package, *(p for p in parts if p != "__init__"))))
+    return found
+
+
+@pytest.mark.slow
+def test_docstring_examples_run(tmp_path: Path) -> None:
+    """The recipes in docstrings (serialization, Settings.tokenizer) run as written, on the fixtures."""
+    modules = _docstring_modules()
+    assert {"langchain_ryzenai._shared", "llamaindex_ryzenai.llms"} <= set(modules)
+    run = subprocess.run(
+        [sys.executable, "-c", DOCTEST_RUNNER],
+        input=json.dumps([modules, STAND_INS]),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env={**os.environ, "RYZENAI_LLM_EXECUTION": "inline"},  # the models in this process: no worker to start
+    )
+    assert run.returncode == 0, f"docstring examples failed:\n{run.stdout[-4000:]}\n{run.stderr[-2000:]}"
+    summary = json.loads(run.stdout.strip().splitlines()[-1])
+    assert summary["attempted"] >= 7 and summary["failed"] == 0

@@ -123,6 +123,22 @@ def test_offline_without_a_cached_copy_is_a_clear_error(hf_cache):
     assert "run `hf download amd/Qwen3-4B_rai_1.8.0_npu_4K`" in message and "huggingface-cli" not in message
 
 
+OLDER = "fedcba9876543210fedcba9876543210fedcba98"
+
+
+def test_a_requested_revision_of_a_cached_repository_is_that_revision(hf_cache):
+    """A cache holding two revisions (main, and the tag v1 at another commit): each request gets its own."""
+    older = cache_repository(hf_cache, REPO, TINY_LLAMA, revision=OLDER, ref="v1")
+    main = older.parent / COMMIT
+    assert resolve_model(REPO) == resolve_model(REPO, revision="main") == main
+    assert resolve_model(REPO, revision="v1") == resolve_model(REPO, revision=OLDER) == older
+    assert ModelPackage.open(resolve_model(REPO, revision="v1")).mode.value == "plain"  # tiny-llama's files
+    with pytest.raises(ModelNotFoundError, match=f"{REPO} is not in the Hugging Face cache"):
+        resolve_model(REPO, revision="v2")  # offline, never another revision in its place
+    with pytest.raises(ModelNotFoundError, match="not in the Hugging Face cache"):
+        resolve_model(REPO, revision="0" * 40)
+
+
 def test_embedded_model_by_name():
     assert resolve_model("tiny-qa-llama") == default_model_path()
     assert resolve_model("tiny-random-llama") == default_model_path().parent / "tiny-random-llama"

@@ -7,7 +7,7 @@ import json
 import onnxruntime_genai as og
 import pytest
 from byte_reference import reference_decode, token_bytes
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
@@ -133,6 +133,45 @@ def test_stop_strings_never_leak_whatever_the_boundaries(text, stops, cuts):
         assert s not in out
 
 
+def nested_stops(draw) -> list[str]:
+    """One to three stop strings, often one inside another ("ab" and "xaby")."""
+    inner = draw(st.text(alphabet="abxy", min_size=1, max_size=3))
+    outer = draw(st.text(alphabet="abxy", max_size=2)) + inner + draw(st.text(alphabet="abxy", max_size=2))
+    other = draw(st.lists(st.text(alphabet="abxy", min_size=1, max_size=4), max_size=1))
+    return draw(st.permutations([inner, outer, *other]))
+
+
+@st.composite
+def text_around_stops(draw) -> tuple[list[str], str]:
+    """Stops, and a text made of them, their prefixes and other characters, so that they match."""
+    stops = nested_stops(draw)
+    parts = st.one_of(
+        st.sampled_from(stops),
+        st.sampled_from(stops).flatmap(lambda s: st.integers(0, len(s)).map(lambda k: s[:k])),
+        st.text(alphabet="abxyz", max_size=3),
+    )
+    return stops, "".join(draw(st.lists(parts, max_size=8)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=text_around_stops(), cuts=st.lists(st.integers(0, 60), max_size=12))
+@example(case=(["ab", "xaby"], "zxaby tail"), cuts=[])  # in one chunk: "ab" completes first
+@example(case=(["xaby", "ab"], "zxaby tail"), cuts=[3])  # "zxa" | "by tail"
+@example(case=(["ab", "b"], "xab"), cuts=[2])  # both end at one character: the longest
+def test_nested_stop_strings_end_where_the_first_one_completes_whatever_the_chunks(case, cuts):
+    stops, text = case
+    f = StopFilter(stops)
+    pieces = [f.feed(p) for p in split_at(text, cuts)]
+    out = "".join(pieces) + f.flush()
+    expected, stopped = reference_stop(text, stops)
+    assert out == expected and f.stopped == stopped
+    if stopped:  # the one that completed first (the longest of those ending there)
+        end = min(i + len(s) for s in stops if (i := text.find(s)) >= 0)
+        ending = [s for s in stops if text[:end].endswith(s)]
+        assert f.matched == max(ending, key=len)
+    assert not any(s in out for s in stops)
+
+
 def parse_qwen(text):
     calls, content = [], text
     while "<tool_call>" in content and "</tool_call>" in content:
@@ -163,6 +202,20 @@ def test_reasoning_and_tool_calls_are_split_out_at_any_boundary(cuts):
     assert "".join(reasoning) == "I should call the tool."
     assert "".join(content) == "Sure."
     assert [(t.name, t.arguments) for t in p.tool_calls] == [("f", {"x": 3})]
+
+
+# An answer of several paragraphs after the reasoning: only the newlines that open the answer
+# (right after </think>) are left out; the paragraphs' own newlines are kept wherever chunks begin.
+PARAGRAPHS = "<think>\nplan it\n\n</think>\n\nFirst line.\n\nSecond line.\n\n\nThird\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(cuts=st.lists(st.integers(0, len(PARAGRAPHS)), max_size=12), stop=st.sampled_from([(), ("NEVER",)]))
+def test_newlines_inside_the_answer_survive_any_chunking(cuts, stop):
+    p = OutputParser(reasoning_markers=("<think>", "</think>"), stop=stop)
+    pieces = [p.feed(piece) for piece in split_at(PARAGRAPHS, cuts)] + [p.finish()]
+    assert "".join(c for c, _ in pieces) == "First line.\n\nSecond line.\n\n\nThird\n"
+    assert "".join(r for _, r in pieces) == "plan it"
 
 
 def test_prompt_that_opened_reasoning():

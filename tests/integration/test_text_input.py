@@ -216,3 +216,34 @@ def test_drop_oldest_generation_keeps_calls_with_their_results(copy_package, max
     kept = [msgs[0], *msgs[1 + out.dropped_messages :]]
     assert _orphans(kept) == [] and kept[-1] is msgs[-1]
     assert out.usage.prompt_tokens == engine.count_tokens(kept, options)
+
+
+# Text from the wild: a NUL, odd Unicode (combining marks, an emoji sequence, a zero-width joiner,
+# right-to-left text), a BOM, a long run of one character.
+WILD = "Re\u0301sume\u0301\x00 \U0001f469\u200d\U0001f52c \ufeffمرحبا \u00a0tab\tnew\nline " + "z" * 300
+
+
+@pytest.mark.parametrize("folder", [TINY_LLAMA, TINY_QWEN3, TINY_GEMMA3], ids=lambda p: p.name)
+def test_the_tokenizer_without_its_model_counts_and_decodes_as_the_loaded_model(folder: Path) -> None:
+    """What a spawned LlamaIndex worker counts with: the tokenizer alone, on a runtime that makes one
+    from the configuration (none on onnxruntime-genai 0.14, which needs the model)."""
+    import onnxruntime_genai as og
+
+    from ryzenai_core.generation.tokens import tokens_without_model
+    from ryzenai_core.package.folder import ModelPackage
+
+    engine = Engine.get(folder, execution="inline")
+    tokens = tokens_without_model(ModelPackage.open(folder))
+    if og.__version__.startswith("0.14"):
+        assert tokens is None
+        return
+    assert tokens is not None
+    ids = engine.encode(WILD)
+    assert tokens.encode(WILD) == ids and "\x00" in tokens.decode(ids)
+    cut = ids[: len(ids) // 2 + 1]  # may end inside a character: its bytes decode as the model's do
+    assert tokens.decode(cut) == engine.decode(cut) and tokens.decode(ids) == engine.decode(ids)
+    # a character broken in the middle of the text: the rest is kept, as the loaded model keeps it
+    rocket = engine.encode("\U0001f680")
+    assert len(rocket) > 1  # split into byte tokens
+    broken = rocket[:1] + engine.encode(" and the rest")
+    assert tokens.decode(broken) == engine.decode(broken) == "\ufffd and the rest"

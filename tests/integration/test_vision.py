@@ -113,20 +113,28 @@ def test_an_image_prompt_over_the_limit_is_refused_before_generating(tmp_path: P
     assert info.value.prompt_tokens == engine.count_tokens(ask(png("red"), png("blue"), png("green"))) > 600
 
 
+# Enough text after the image that a kept prefix (a multiple of 64 tokens) could hold all of it:
+# only the images in the cache key keep the red image's KV from serving the blue one.
+LONG_QUESTION = "What is in the picture? " + "Describe it in a few words. " * 10
+
+
 def test_kv_reuse_never_reuses_another_images_kv(engine: Engine) -> None:
     reuse = validated_options(max_new_tokens=8, temperature=0, kv_reuse=True)
-    first = ask(png("red"))
-    engine.generate(first, reuse)  # the cache now holds the red image's KV
-    changed = ask(png("blue"))  # same token ids, another image
-    warm = engine.generate(changed, reuse)
-    assert warm.timings.reused_prompt_tokens == 0
-    assert warm.text == engine.generate(changed, GREEDY).text
+    for text in ("What is in the picture?", LONG_QUESTION):
+        first = ask(png("red"), text=text)
+        engine.generate(first, reuse)  # the cache now holds the red image's KV
+        changed = ask(png("blue"), text=text)  # same token ids, another image
+        assert engine.count_tokens(changed) == engine.count_tokens(first)
+        warm = engine.generate(changed, reuse)
+        again = engine.generate(changed, reuse)  # the same image again: its own KV is reused
+        assert warm.timings.reused_prompt_tokens == 0 and again.text == warm.text
+        assert warm.text == engine.generate(changed, GREEDY).text
+    assert again.timings.reused_prompt_tokens > engine.package.image_tokens
 
 
 def test_multi_turn_with_an_image_in_an_earlier_turn_reuses_it_and_equals_a_cold_run(engine: Engine) -> None:
     reuse = validated_options(max_new_tokens=8, temperature=0, kv_reuse=True)
-    # Enough text after the image that the kept prefix (a multiple of 64 tokens) holds all of it.
-    turn1 = ask(png("red"), text="What is in the picture? " + "Describe it in a few words. " * 10)
+    turn1 = ask(png("red"), text=LONG_QUESTION)
     answer = engine.generate(turn1, reuse).text
     turn2 = [*turn1, ChatMessage("assistant", answer), ChatMessage("user", "And what colour is it?")]
     warm = engine.generate(turn2, reuse)
@@ -142,3 +150,55 @@ def test_the_gemma_replica_runs_text_and_images_on_the_cpu(execution: str) -> No
     red, blue = engine.generate(ask(png("red")), GREEDY), engine.generate(ask(png("blue")), GREEDY)
     assert text.usage.completion_tokens == 8 and red.text != blue.text
     assert red.plan.prefill_bucket is not None  # a token-fusion package: the padded bucket is reported
+
+
+# ---------------------------------------------------------------- image markers are never generated
+@pytest.mark.parametrize("execution", ["process", "inline"])
+@pytest.mark.parametrize("images", [0, 1], ids=["text", "image"])
+def test_a_model_that_prefers_its_image_markers_never_generates_them(marker_eager_vision, execution, images) -> None:
+    folder, markers = marker_eager_vision
+    engine = Engine.get(folder, execution=execution)
+    messages = ask(*[png("red")] * images)
+    greedy = engine.generate(messages, validated_options(max_new_tokens=12, temperature=0, kv_reuse=True))
+    sampled = engine.generate(messages, validated_options(max_new_tokens=12, temperature=2.0, seed=3))
+    for answer in (greedy, sampled):
+        assert answer.finish_reason == "length" and len(answer.token_ids) == 12
+        assert not set(answer.token_ids) & set(markers.values()) and answer.text
+    # the next turn continues the kept generator (its last step ran on a generated token)
+    turn2 = [*messages, ChatMessage("assistant", greedy.text), ChatMessage("user", "And then?")]
+    assert engine.generate(turn2, validated_options(max_new_tokens=4, temperature=0, kv_reuse=True)).text
+
+
+def test_a_runtime_that_keeps_its_logits_ends_the_answer_at_an_image_marker(marker_eager_vision, monkeypatch, caplog):
+    """Where the runtime refuses get_logits/set_logits, a generated image marker ends the answer
+    (finish_reason "stop") before the model is fed it: warned once, never a runtime failure."""
+    import onnxruntime_genai as og
+
+    real = og.Generator
+
+    class Refusing:
+        def __init__(self, *args: object) -> None:
+            self._generator = real(*args)
+
+        def get_logits(self) -> None:
+            raise RuntimeError("GetLogits is not supported on this device")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._generator, name)
+
+    folder, _ = marker_eager_vision
+    expected = Engine.get(VISION, execution="inline").generate(ask(png("red")), GREEDY)
+    eager = Engine.get(folder, execution="inline", num_threads=1)  # these engines' own sessions
+    plain = Engine.get(VISION, execution="inline", num_threads=1)
+    monkeypatch.setattr(og, "Generator", Refusing)
+    try:
+        with caplog.at_level("WARNING"):
+            answers = [eager.generate(ask(*[png("red")] * images), GREEDY) for images in (0, 1, 1)]
+            answer = plain.generate(ask(png("red")), GREEDY)  # a model that does not pick them: unchanged
+    finally:
+        eager.close()
+        plain.close()
+    assert [(a.finish_reason, a.token_ids, a.text) for a in answers] == [("stop", [], "")] * 3
+    assert (answer.text, answer.finish_reason) == (expected.text, "length")
+    refusals = [r for r in caplog.records if "refused to mask the image markers" in r.getMessage()]
+    assert len(refusals) == 2 and "GetLogits is not supported" in refusals[0].getMessage()  # once per model

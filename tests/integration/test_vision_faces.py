@@ -151,6 +151,30 @@ def test_llamaindex_web_image_is_refused(llamaindex_event_loop) -> None:
         llm.chat([message])
 
 
+@pytest.mark.slow
+def test_both_faces_never_generate_image_markers(marker_eager_vision, llamaindex_event_loop) -> None:
+    """A model that prefers its image placeholder token answers through both faces (no runtime failure)."""
+    from langchain_core.messages import HumanMessage
+    from llama_index.core.base.llms.types import ChatMessage as LIMessage
+    from llama_index.core.base.llms.types import ImageBlock, TextBlock
+
+    from langchain_ryzenai import ChatRyzenAI
+    from llamaindex_ryzenai import RyzenAILLM
+
+    folder, _ = marker_eager_vision
+    expected = Engine.get(folder).generate(
+        [ChatMessage("user", [{"type": "image", "image": png("red")}, {"type": "text", "text": QUESTION}])],
+        validated_options(max_new_tokens=8, temperature=0),
+    )
+    assert expected.finish_reason == "length" and expected.text
+    chat = ChatRyzenAI(model=str(folder), temperature=0, max_tokens=8)
+    message = HumanMessage(content=[lc_blocks("red")[0], {"type": "text", "text": QUESTION}])
+    assert "".join(str(c.content) for c in chat.stream([message])) == expected.text
+    llm = RyzenAILLM(model=str(folder), temperature=0, max_new_tokens=8)
+    li = LIMessage(role="user", blocks=[ImageBlock(image=png("red")), TextBlock(text=QUESTION)])
+    assert llm.chat([li]).message.content == expected.text
+
+
 def test_consecutive_messages_of_one_role_are_merged_for_alternating_templates() -> None:
     engine = Engine.get(VISION)
     doubled = [ChatMessage("system", "a"), ChatMessage("system", "b"), ChatMessage("user", "c"), ChatMessage("user", "d")]

@@ -112,6 +112,24 @@ def test_pull_with_the_hub_unreachable_takes_the_cached_copy(cache, unreachable_
     assert pull_model(PLAIN_REPO, cache_dir=cache) == Path(snapshot)
 
 
+@pytest.mark.parametrize("hub", ["offline", "unreachable_hub"])
+def test_pull_of_a_revision_takes_that_cached_revision(cache, hub, request, capsys):
+    """`pull --revision v1` without the Hub: the cached v1 (another commit than main), never main's snapshot."""
+    request.getfixturevalue(hub)
+    older = "fedcba9876543210fedcba9876543210fedcba98"
+    snapshot = cache_repository(cache, PLAIN_REPO, TINY_BERT, revision=older, ref="v1")
+    main = Path(snapshot_download(PLAIN_REPO, cache_dir=cache, local_files_only=True))
+    assert main != snapshot
+    assert pull_model(PLAIN_REPO, revision="v1", cache_dir=cache) == snapshot
+    assert pull_model(PLAIN_REPO, cache_dir=cache) == main
+    if hub == "offline":  # (huggingface_hub retries a commit's file list for 23 s when the Hub is unreachable)
+        assert pull_model(PLAIN_REPO, revision=older, cache_dir=cache) == snapshot
+    code, out, err = run(capsys, "pull", PLAIN_REPO, "--revision", "v1", "--cache-dir", str(cache))
+    assert code == 0 and f"is in {snapshot}" in out, err
+    with pytest.raises(ModelNotFoundError):
+        pull_model(PLAIN_REPO, revision="v2", cache_dir=cache)
+
+
 def test_pull_with_the_hub_unreachable_and_nothing_cached_says_so(cache, unreachable_hub):
     with pytest.raises(ModelNotFoundError, match=rf"could not download {MISSING_REPO}.*ConnectError"):
         pull_model(MISSING_REPO, cache_dir=cache)

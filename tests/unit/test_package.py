@@ -157,6 +157,33 @@ def test_gemma_vision_parts_and_bucket_node():
     assert json.loads(json.dumps(described)) == described
 
 
+class MarkerVocabulary:
+    """A tokenizer stand-in: the ids each image marker encodes to (several: the vocabulary lacks it)."""
+
+    def __init__(self, ids: dict[str, list[int]]) -> None:
+        self.ids = ids
+
+    def encode(self, text: str) -> list[int]:
+        return self.ids[text]
+
+
+def test_the_image_markers_generation_never_picks(copy_package):
+    from ryzenai_core.generation.loader import image_marker_ids
+
+    vision = REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"
+    gemma = MarkerVocabulary({"<start_of_image>": [6], "<image_soft_token>": [8], "<end_of_image>": [7]})
+    assert image_marker_ids(ModelPackage.open(vision), gemma) == {6, 7, 8}
+    # a vocabulary without them: the pieces they split into ("<", "image", ...) stay open; the
+    # config's image_token_id is masked however it encodes
+    folder = copy_package(vision)
+    config = json.loads((folder / "genai_config.json").read_text(encoding="utf-8"))
+    config["model"]["image_token_id"] = 99
+    (folder / "genai_config.json").write_text(json.dumps(config), encoding="utf-8")
+    split = MarkerVocabulary({m: [60, 61, 62] for m in ("<start_of_image>", "<image_soft_token>", "<end_of_image>")})
+    assert image_marker_ids(ModelPackage.open(folder), split) == {99}
+    assert image_marker_ids(ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"), gemma) == frozenset()
+
+
 def test_text_only_package_has_no_vision_parts():
     pkg = ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K")
     assert not pkg.has_vision and pkg.vision_parts is None and pkg.image_tokens is None
