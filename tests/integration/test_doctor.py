@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, REPLICAS
-from ryzenai_cli import doctor
-from ryzenai_cli.doctor import npu_devices_linux, npu_devices_windows
+from ryzenai_cli import doctor_machine
+from ryzenai_cli.doctor_machine import npu_devices_linux, npu_devices_windows
 from ryzenai_cli.main import main
 from ryzenai_core.package import folder as package_module
 from ryzenai_core.package.runtime import ENV_EP_PATH, RuntimeInfo
@@ -51,7 +51,7 @@ def test_the_human_report_is_a_table(capsys):
 
 
 def test_a_ryzenai_build_without_ep_or_npu_fails(capsys, monkeypatch):
-    monkeypatch.setattr(doctor, "runtime_info", lambda: RuntimeInfo("onnxruntime-genai-ryzenai", "0.14.0", True, "1.8"))
+    monkeypatch.setattr(doctor_machine, "runtime_info", lambda: RuntimeInfo("onnxruntime-genai-ryzenai", "0.14.0", True, "1.8"))
     code, out = doctor_json(capsys)
     found = checks(out)
     assert code == 1
@@ -60,7 +60,7 @@ def test_a_ryzenai_build_without_ep_or_npu_fails(capsys, monkeypatch):
 
 
 def test_a_runtime_older_than_the_ep_search_is_not_asked_for_the_library(capsys, monkeypatch):
-    monkeypatch.setattr(doctor, "runtime_info", lambda: RuntimeInfo("onnxruntime-genai-ryzenai", "0.11.2", True, "1.7"))
+    monkeypatch.setattr(doctor_machine, "runtime_info", lambda: RuntimeInfo("onnxruntime-genai-ryzenai", "0.11.2", True, "1.7"))
     _, out = doctor_json(capsys)
     status, detail = checks(out)["Ryzen AI EP library"]
     assert status == "skip" and "older than onnxruntime-genai 0.12" in detail
