@@ -1,9 +1,11 @@
 """``ryzenai-llm doctor [MODEL] [--json]``: will this run, and is it on the NPU?
 
-Without a model it reports the machine (:mod:`.doctor_machine`: the runtimes, the Ryzen AI
-release, the EP library, the NPU and its driver); with one it also reports the model
-(:mod:`.doctor_model`: the package, its load, a generation and where it ran, or an embedding
-folder's first vectors).
+Without a model it reports the machine (:mod:`.doctor_machine`: the interpreter, the runtimes,
+distributions that overwrite each other, the Ryzen AI EP library, the release, the NPU and its
+driver, Linux's and Windows' settings); with one it also reports the model (:mod:`.doctor_model`:
+the package and its load; :mod:`.doctor_run`: where the work ran, a long prompt's answer and
+logits, guidance, KV reuse; :mod:`.doctor_measure`: speed as AMD measures it, beside the power
+mode; or an embedding folder's first vectors, or a reranker's first score).
 
 Every check is ``ok``, ``warn``, ``fail`` or ``skip`` (it cannot be checked here, and the
 detail says why); the command exits 1 when a check fails. ``--json`` prints
@@ -23,12 +25,23 @@ from .doctor_report import Report
 __all__ = ["add_parser", "run"]
 
 
-def run(model: str | None, *, provider: str | None = None, kv_reuse: bool = False, new_tokens: int = 16) -> Report:
-    """Every check, in order: the machine, then ``model`` when given."""
+def run(
+    model: str | None,
+    *,
+    provider: str | None = None,
+    kv_reuse: bool = False,
+    new_tokens: int | None = None,
+    quick: bool = False,
+) -> Report:
+    """Every check, in order: the machine, then ``model`` when given.
+
+    ``new_tokens`` replaces the tokens generated per run (16 for the first answer, AMD's 128 for the
+    speed runs and the KV reuse comparison); ``quick`` measures one short run instead of AMD's plan.
+    """
     report = Report()
     check_system(report)
     if model is not None:
-        check_model(report, model, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens)
+        check_model(report, model, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens, quick=quick)
     return report
 
 
@@ -41,7 +54,13 @@ def _doctor(args: argparse.Namespace) -> int:
 
     console = Console(stderr=args.json)
     with console.status("checking (a first load on an NPU compiles for a while)"):
-        report = run(args.model, provider=args.provider, kv_reuse=args.kv_reuse, new_tokens=args.max_new_tokens)
+        report = run(
+            args.model,
+            provider=args.provider,
+            kv_reuse=args.kv_reuse,
+            new_tokens=args.max_new_tokens,
+            quick=args.quick,
+        )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 1 if report.failed else 0
@@ -63,6 +82,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("model", nargs="?", help="a package or embedding folder, embedded model or Hugging Face repo id")
     p.add_argument("--provider", choices=["cpu", "cuda", "dml"], help="run the model on this provider instead")
     p.add_argument("--kv-reuse", action="store_true", help="turn KV reuse on to compare a warm answer with a cold one")
-    p.add_argument("--max-new-tokens", type=int, default=16, help="tokens of the test generation (default 16)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="tokens generated per run (default: 16 for the first answer, AMD's 128 for the speed and KV reuse runs)",
+    )
+    p.add_argument("--quick", action="store_true", help="one short speed run instead of AMD's 1 warm-up + 5 runs")
     p.add_argument("--json", action="store_true", help='print {"checks": [{"name", "status", "detail"}], ...}')
     p.set_defaults(func=_doctor)

@@ -1,53 +1,55 @@
-"""``ryzenai-llm doctor MODEL``'s checks of a model: the package, its load, a generation, where it ran.
+"""``ryzenai-llm doctor MODEL``'s checks of a model: the package, its load, and what runs on it.
 
-For an LLM package: the package (facts, Git LFS pointers, missing files, path hazards, chat
-format, release), a load the way an application loads it (in a worker process), a short greedy
-generation with the execution provider that ran it, the load time, time to first token and
-tokens/s; a warm (KV reuse) answer compared with a cold one when reuse is on; a prompt longer
-than the EP's run length on packages that have one (16K). For an embedding folder: the first
-vector of each run shape, timed.
+For an LLM package: the package (facts, one prompt limit, Git LFS pointers, missing files
+and broken links, path hazards, chat format, the release it was built for against the
+runtime's), a load the way an application loads it (in a worker process), then the checks
+and measurements on the loaded model (:mod:`.doctor_run`, :mod:`.doctor_measure`), and a
+second load. A package the runtime here cannot run on the NPU is checked on the CPU (its
+plain ONNX weights), and says so. For an embedding folder: the first vector of each run
+shape, timed; for a reranker (a cross-encoder): how it pairs texts, its score activation and
+a first score, timed.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ryzenai_core.errors import RyzenAIError
-from ryzenai_core.package.runtime import parse_release, runtime_info
 
-from .doctor_report import Report, Status, ms
+from . import doctor_measure, doctor_run
+from .doctor_report import Report, ms
 
 __all__ = ["check_model"]
 
-_PROMPT = "Say hello in one short sentence."
-_REUSE_SYSTEM = (
-    "You are a friendly assistant on a laptop. Answer in one short sentence, in plain words, without lists, "
-    "code or markup. If a question is unclear, say so briefly. Greet the user warmly, thank them when they "
-    "thank you, and say goodbye when they leave. Never repeat the question back to the user."
-)
 
-
-def check_model(report: Report, model: str, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
-    """The checks of one model: an LLM package or an embedding folder."""
+def check_model(
+    report: Report, model: str, *, provider: str | None, kv_reuse: bool, new_tokens: int | None, quick: bool
+) -> None:
+    """The checks of one model: an LLM package, an embedding folder or a reranker."""
     from ryzenai_core.embeddings.package import is_embedding_folder
     from ryzenai_core.package.hub import resolve_model
+    from ryzenai_core.rerank.package import is_rerank_folder
 
     try:
         path = resolve_model(model)
     except RyzenAIError as exc:
         report.add("package", "fail", str(exc))
         return
-    if is_embedding_folder(path):
+    if is_rerank_folder(path):
+        _check_reranker(report, path)
+    elif is_embedding_folder(path):
         _check_embedding(report, path)
     else:
-        _check_llm(report, path, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens)
+        _check_llm(report, path, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens, quick=quick)
 
 
-def _check_llm(report: Report, path: Path, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
+def _check_llm(
+    report: Report, path: Path, *, provider: str | None, kv_reuse: bool, new_tokens: int | None, quick: bool
+) -> None:
     from ryzenai_core.package.folder import ModelPackage
     from ryzenai_core.prompt.templates import ChatTemplate
 
@@ -71,7 +73,7 @@ def _check_llm(report: Report, path: Path, *, provider: str | None, kv_reuse: bo
         report.add("package path", "warn", " ".join(warnings))
     elif sys.platform == "win32":
         length = len(str(pkg.path / pkg.longest_file)) if pkg.longest_file else len(str(pkg.path))
-        report.add("package path", "ok", f"ASCII, longest file path {length} characters")
+        report.add("package path", "ok", f"longest file path {length} characters; nothing the native loader refuses")
     else:
         report.add("package path", "ok", "no path limits here (non-ASCII and long paths matter on Windows only)")
     try:
@@ -81,9 +83,10 @@ def _check_llm(report: Report, path: Path, *, provider: str | None, kv_reuse: bo
     else:
         note = template.format_message or template.fallback_message
         report.add("chat format", "warn" if note else "ok", note or f"{template.family} ({template.source_name})")
-    _check_built_for(report, pkg)
+    _check_release_match(report, pkg)
     if loadable:
-        _run_llm(report, pkg, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens)
+        provider = _choose_provider(report, pkg, provider)
+        _run_llm(report, pkg, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens, quick=quick)
 
 
 def _check_files(report: Report, pkg: Any) -> bool:
@@ -93,8 +96,8 @@ def _check_files(report: Report, pkg: Any) -> bool:
     except RyzenAIError as exc:
         report.add("package files", "fail", str(exc))
         return False
-    cache = [m for m in pkg.missing_files if m.startswith(("cache/", ".cache/"))]
-    if cache:
+    npu = [m for m in pkg.missing_files if not m.endswith(".state")]
+    if npu:
         report.add("package files", "fail", f"missing {', '.join(pkg.missing_files)}: download the package again")
     elif pkg.missing_files:
         report.add(
@@ -105,164 +108,82 @@ def _check_files(report: Report, pkg: Any) -> bool:
         )
     else:
         report.add(
-            "package files", "ok", "every file the configs and the NPU file names imply is there, none an LFS pointer"
+            "package files",
+            "ok",
+            "every file the configs, the ONNX graphs and the NPU file names imply is there, none an LFS pointer",
         )
     return True
 
 
-def _check_built_for(report: Report, pkg: Any) -> None:
-    info = runtime_info()
+def _check_release_match(report: Report, pkg: Any) -> None:
+    from ryzenai_core.package.capabilities import release_problem, runtime_release
+
     if not pkg.is_ryzenai:
         return
-    if not (info.ryzenai and info.release and pkg.built_for):
-        why = "no Ryzen AI build installed" if not info.ryzenai else "a release is unknown"
+    runs, source = runtime_release()
+    if not (pkg.built_for and runs):
+        why = "the runtime's release is unknown" if pkg.built_for else "its name says no release"
         report.add("release match", "skip", f"built for {pkg.built_for or 'an unknown release'}; {why}")
         return
-    built, runs = parse_release(pkg.built_for)[:2], parse_release(info.release)[:2]
-    if built > runs:
-        report.add(
-            "release match",
-            "fail",
-            f"built for Ryzen AI {pkg.built_for}, newer than the installed {info.release}: activate the Ryzen AI "
-            f"{pkg.built_for} environment, or use the package built for {info.release}",
-        )
-    elif built < runs:
-        report.add(
-            "release match",
-            "warn",
-            f"built for Ryzen AI {pkg.built_for}, older than the installed {info.release}; AMD ships packages for "
-            "each release: prefer the one built for yours",
-        )
+    problem = release_problem(pkg)
+    if problem is not None:
+        report.add("release match", "fail", problem)
     else:
-        report.add("release match", "ok", f"built for {pkg.built_for}, runs on {info.release}")
+        report.add("release match", "ok", f"built for {pkg.built_for}, runs on Ryzen AI {runs} ({source})")
 
 
-def _run_llm(report: Report, pkg: Any, *, provider: str | None, kv_reuse: bool, new_tokens: int) -> None:
+def _choose_provider(report: Report, pkg: Any, provider: str | None) -> str | None:
+    """The package's own provider when this runtime can run it on the NPU; else the CPU, with the ``NPU load`` check."""
+    from ryzenai_core.package.capabilities import load_problem
+
+    if not pkg.is_ryzenai or provider is not None:
+        return provider
+    problem = load_problem(pkg)
+    if problem is None:
+        return None
+    npu = any(d.get("runs_llm_packages") is not False for d in report.system.get("npu", {}).get("devices", []))
+    mismatch = "was built for Ryzen AI" in str(problem)
+    report.add(
+        "NPU load",
+        "fail" if npu or mismatch else "skip",
+        f"{problem} The checks below run its plain ONNX weights on the CPU (provider='cpu')",
+    )
+    return "cpu"
+
+
+def _run_llm(
+    report: Report, pkg: Any, *, provider: str | None, kv_reuse: bool, new_tokens: int | None, quick: bool
+) -> None:
     from ryzenai_core.engine.engine import Engine
-    from ryzenai_core.messages import ChatMessage, RawPrompt
-    from ryzenai_core.options import validated_options
 
-    info = runtime_info()
-    if pkg.is_ryzenai and provider is None and not info.ryzenai:
-        report.add(
-            "NPU load",
-            "skip",
-            f"{pkg.name} needs AMD's Ryzen AI build of onnxruntime-genai to run on the NPU; found {info.describe()}. "
-            "Its plain ONNX weights are run on the CPU (provider='cpu') for the checks below",
-        )
-        provider = "cpu"
     engine = Engine.get(pkg.path, provider=provider)
     where = f"provider={provider!r}" if provider else "the package's provider"
+    budget = pkg.budget
+    plan = doctor_measure.measurement_plan(
+        budget.window, budget.prompt_limit, pkg.name, quick=quick, new_tokens=new_tokens
+    )
     try:
         try:
-            seconds = engine.load()
+            first = engine.load()
         except RyzenAIError as exc:
             report.add("load", "fail", f"{where}: {exc}")
             return
-        report.measurements["load_seconds"] = seconds
-        report.add("load", "ok", f"{pkg.name} loaded in {seconds:.2f} s ({where}, in a worker process)")
-
-        # With --kv-reuse every call keeps its generator, so that the second turn can continue the first.
-        greedy = validated_options(max_new_tokens=new_tokens, temperature=0, **({"kv_reuse": True} if kv_reuse else {}))
-        c = engine.generate([ChatMessage("user", _PROMPT)], greedy)
-        t = c.timings
-        ttft = t.time_to_first_token - t.queued if t and t.time_to_first_token is not None else None
-        rate = t.decode_tokens_per_second if t else None
-        report.measurements.update(
-            {
-                "provider": c.provider,
-                "ttft_seconds": ttft,
-                "decode_tokens_per_second": rate,
-                "prompt_tokens": c.usage.prompt_tokens if c.usage else None,
-            }
-        )
-        on_npu = c.provider == "RyzenAI"
-        status: Status = "ok" if on_npu or not pkg.is_ryzenai else "warn"
-        speed = f"{rate:.1f} tokens/s" if rate else "- tokens/s"
-        report.add(
-            "generation",
-            status,
-            f"ran on {c.provider}"
-            + ("" if on_npu or not pkg.is_ryzenai else " (not the NPU)")
-            + f": {c.usage.completion_tokens if c.usage else 0} tokens, time to first token {ms(ttft)}, {speed}",
-        )
-        _check_reuse(report, engine, greedy)
-        _check_long_prompt(report, engine, pkg, RawPrompt)
+        report.measurements["load_seconds"] = first
+        report.add("load", "ok", f"{pkg.name} loaded in {first or 0:.2f} s ({where}, in a worker process)")
+        c = doctor_run.generation(report, engine, pkg, new_tokens or 16)
+        doctor_run.check_where(report, engine, pkg, provider, c.provider)
+        doctor_measure.measure(report, engine, pkg, plan, doctor_measure.power_context())
+        doctor_run.check_needle(report, engine, pkg)
+        doctor_run.check_guidance(report, engine)
+        doctor_run.check_reuse(report, engine, new_tokens or (16 if quick else doctor_measure.NEW_TOKENS), kv_reuse)
+        doctor_run.check_long_prompt(report, engine, pkg)
     except RyzenAIError as exc:
         report.add("generation", "fail", str(exc))
+        return
     finally:
         engine.close()
-
-
-def _check_reuse(report: Report, engine: Any, greedy: Any) -> None:
-    from ryzenai_core.messages import ChatMessage
-    from ryzenai_core.options import validated_options
-
-    # A conversation long enough to keep: the engine keeps whole multiples of 64 prompt tokens.
-    opening = [ChatMessage("system", _REUSE_SYSTEM), ChatMessage("user", _PROMPT)]
-    first = engine.generate(opening, greedy)
-    turns = [*opening, ChatMessage("assistant", first.text), ChatMessage("user", "Now say goodbye.")]
-    warm = engine.generate(turns, greedy)
-    reused = warm.timings.reused_prompt_tokens if warm.timings else 0
-    if not reused:
-        report.add(
-            "KV reuse",
-            "skip",
-            "off for this package (the default on Ryzen AI packages, whose runtime support is unverified); "
-            "`--kv-reuse` turns it on to compare a warm answer with a cold one",
-        )
-        return
-    cold = engine.generate(
-        turns, validated_options(max_new_tokens=greedy.max_new_tokens, temperature=0, kv_reuse=False)
-    )
-    same = warm.token_ids == cold.token_ids
-    report.measurements["reused_prompt_tokens"] = reused
-    report.add(
-        "KV reuse",
-        "ok" if same else "fail",
-        f"a second turn reused {reused} of {warm.usage.prompt_tokens if warm.usage else '?'} prompt tokens; "
-        + (
-            "its greedy answer equals a cold run's"
-            if same
-            else "its greedy answer differs from a cold run's: pass kv_reuse=False"
-        ),
-    )
-
-
-def _filler_ids(engine: Any, n: int) -> list[int]:
-    text = "The NPU runs precompiled fixed shapes, and long prompts are fed in runs. "
-    ids: list[int] = []
-    while len(ids) < n:
-        text += text
-        ids = engine.encode(text)
-    return list(ids[:n])
-
-
-def _check_long_prompt(report: Report, engine: Any, pkg: Any, raw_prompt: Callable[..., Any]) -> None:
-    from ryzenai_core.options import validated_options
-
-    budget = pkg.budget
-    run = budget.prefill_window
-    if not run or budget.prompt_limit <= run + 16:
-        report.add("long prompt", "skip", "the package has no run length shorter than its prompt limit")
-        return
-    n = min(run + 512, budget.prompt_limit - 8)
-    c = engine.generate(
-        raw_prompt(token_ids=_filler_ids(engine, n)), validated_options(max_new_tokens=4, temperature=0)
-    )
-    windows = c.plan.prefill_windows if c.plan else 1
-    t = c.timings
-    report.measurements["long_prompt"] = {
-        "prompt_tokens": n,
-        "prefill_runs": windows,
-        "ttft_seconds": t.time_to_first_token if t else None,
-    }
-    report.add(
-        "long prompt",
-        "ok",
-        f"{n} tokens (over the {run}-token run length) in {windows} prefill run(s) on {c.provider}, "
-        f"time to first token {ms(t.time_to_first_token if t else None)}",
-    )
+    if plan.second_load:
+        doctor_measure.second_load(report, engine.key, first)
 
 
 def _check_embedding(report: Report, path: Path) -> None:
@@ -302,6 +223,46 @@ def _check_embedding(report: Report, path: Path) -> None:
         + f" on {facts['provider']}"
         + ("" if on_npu else " (not the NPU: onnxruntime has no VitisAIExecutionProvider)")
         + (" (the first run of each shape compiles it on the NPU)" if on_npu else ""),
+    )
+
+
+def _check_reranker(report: Report, path: Path) -> None:
+    """A cross-encoder: how it pairs a query and a passage, its score activation, and a first score, timed."""
+    from ryzenai_core.rerank.engine import RerankEngine
+
+    try:
+        engine = RerankEngine(path)
+        facts = engine.describe()
+    except RyzenAIError as exc:
+        report.add("reranker", "fail", str(exc))
+        return
+    report.add(
+        "reranker",
+        "ok",
+        f"{facts['name']} ({facts['path']}): {facts['architecture'] or facts['model_type'] or 'cross-encoder'}, "
+        f"pairs as {facts['pair_template']}, scores are the {facts['activation']} of its logit "
+        f"({facts['activation_source']}), max length {facts['max_length']} tokens a pair; runs on "
+        f"{facts['provider']} with {facts['run_shapes']} shapes",
+    )
+    passages = ["The NPU runs precompiled fixed shapes.", "Cats sleep for most of the day."]
+    try:
+        start = time.perf_counter()
+        result = engine.rerank("What does the NPU run?", passages)
+        seconds = time.perf_counter() - start
+    except RyzenAIError as exc:
+        report.add("first score", "fail", str(exc))
+        return
+    finally:
+        engine.close()
+    report.measurements["first_score_seconds"] = seconds
+    report.measurements["scores"] = result.scores
+    on_npu = facts["provider"] == "VitisAIExecutionProvider"
+    scores = ", ".join(f"{s:.3f}" for s in result.scores)
+    report.add(
+        "first score",
+        "ok" if on_npu else "warn",
+        f"2 passages scored in {ms(seconds)} ({scores}) on {facts['provider']}, shapes {result.shapes}"
+        + ("" if on_npu else " (not the NPU: onnxruntime has no VitisAIExecutionProvider)"),
     )
 
 

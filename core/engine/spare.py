@@ -98,8 +98,13 @@ _spare: _Spare | None = None
 
 
 def start_worker() -> subprocess.Popen[bytes]:
-    """A new model worker process (it imports its modules, then waits for :class:`~ryzenai_core.ipc.Init`)."""
-    return popen_worker(WORKER_MODULE, bufsize=PIPE_BUFFER)
+    """A new model worker process (it imports its modules, then waits for :class:`~ryzenai_core.ipc.Init`).
+
+    Its environment names the Ryzen AI EP library found here (see :func:`~ryzenai_core.package.ep.worker_environment`).
+    """
+    from ..package.ep import worker_environment
+
+    return popen_worker(WORKER_MODULE, bufsize=PIPE_BUFFER, env=worker_environment())
 
 
 def start_spare(*, ahead: bool = False) -> None:

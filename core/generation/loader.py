@@ -17,8 +17,9 @@ from typing import Any
 
 from ..errors import InvalidRequestError, ModelPackageError, RuntimeNotAvailableError, UnsupportedModelError
 from ..package.capabilities import load_problem
+from ..package.ep import EpSearch, explain_ryzenai_failure, prepare_ryzenai_runtime
 from ..package.folder import ModelPackage
-from ..package.runtime import EpSearch, explain_ryzenai_failure, import_oga, prepare_ryzenai_runtime, runtime_info
+from ..package.runtime import import_oga, runtime_info, setup_hint, shared_folders
 from ..prompt.templates import ChatTemplate
 from .token_bytes import TokenBytes
 
@@ -68,7 +69,7 @@ def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Lo
     if pkg.is_ryzenai and provider is None:
         # What AMD's native loader reads, checked before it fails deep in native code; then the
         # EP library made findable as AMD's tools do, in the process that loads the model.
-        for warning in [*pkg.check_npu_files(), *pkg.path_warnings]:
+        for warning in [*pkg.check_npu_files(), *pkg.path_warnings, *_environment_warnings()]:
             log.warning(warning)
         ep = prepare_ryzenai_runtime()
     og = import_oga()
@@ -113,6 +114,18 @@ def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Lo
     return Loaded(model, tokenizer, frozenset(end_ids), table, seconds, device)
 
 
+_environment_checked = False
+
+
+def _environment_warnings() -> list[str]:
+    """What is wrong with this environment's runtimes, said at the first Ryzen AI load of a process only."""
+    global _environment_checked
+    if _environment_checked:
+        return []
+    _environment_checked = True
+    return [shared.describe() for shared in shared_folders()]
+
+
 def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch | None = None) -> Exception:
     """The library's error for the runtime's failure ``exc`` to load ``pkg``: what went wrong and the fix."""
     text = str(exc)
@@ -148,9 +161,8 @@ def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch 
     if "ryzenai" in text.lower() or "vitisai" in text.lower() or "custom op" in text.lower():
         return RuntimeNotAvailableError(
             f"loading {pkg.name} needs the Ryzen AI execution provider ({pkg.provider}), which "
-            f"{info.describe()} does not have: {text}. Run it in the Ryzen AI environment the installer "
-            "created, on a PC with the NPU driver installed (e.g. `conda activate ryzen-ai-1.8.0`); to run "
-            "its weights on the CPU anyway (only plain ONNX graphs can), pass provider='cpu'."
+            f"{info.describe()} does not have: {text}. {setup_hint(start=True)}, on a PC with the NPU driver "
+            "installed; to run its weights on the CPU anyway (only plain ONNX graphs can), pass provider='cpu'."
         )
     return ModelPackageError(
         f"onnxruntime-genai ({info.describe()}) could not load {pkg.path}: {text}. Check that the "

@@ -46,6 +46,7 @@ from .scan import (
     scan_buckets,
     scan_lfs,
     walk_files,
+    windows_path_settings,
 )
 
 __all__ = ["IMAGE_TOKENS", "NARROW_PATHS", "Mode", "ModelPackage"]
@@ -411,7 +412,8 @@ class ModelPackage:
     @property
     def path_warnings(self) -> list[str]:
         """Path hazards of this package for AMD's native loader (see :func:`path_hazards`)."""
-        return path_hazards(str(self.path), self.longest_file, windows=NARROW_PATHS)
+        long_paths, utf8 = windows_path_settings() if NARROW_PATHS else (None, None)
+        return path_hazards(str(self.path), self.longest_file, windows=NARROW_PATHS, long_paths=long_paths, utf8=utf8)
 
     # ------------------------------------------------------------------ budget
     @cached_property

@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..errors import ConfigError, LfsPointerError, MissingTokenizerError, UnsafePathError
+from .ep import npu_runtime
 from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "is_vision_state",
     "missing_npu_files",
     "path_hazards",
+    "windows_path_settings",
     "prompt_limit_key",
     "read_json",
     "read_provider",
@@ -151,18 +154,54 @@ def inside_folder(folder: Path, value: str, where: str, cfg_path: Path, linked: 
     return path
 
 
-def path_hazards(folder: str, longest_file: str | None, *, windows: bool) -> list[str]:
+def windows_path_settings() -> tuple[bool | None, bool | None]:
+    """(long paths enabled, ANSI code page is UTF-8) on this Windows machine; (None, None) elsewhere or unknown.
+
+    Read from the registry's ``LongPathsEnabled`` (under ``Control/FileSystem``) and ``GetACP()`` (65001 is UTF-8).
+    """
+    if sys.platform != "win32":
+        return None, None
+    long_paths: bool | None = None
+    utf8: bool | None = None
+    try:  # pragma: no cover - Windows only
+        import ctypes
+        import winreg
+
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"SYSTEM\CurrentControlSet\Control\FileSystem") as key:
+            long_paths = bool(winreg.QueryValueEx(key, "LongPathsEnabled")[0])
+    except OSError:
+        long_paths = False
+    try:  # pragma: no cover - Windows only
+        utf8 = ctypes.windll.kernel32.GetACP() == 65001
+    except (AttributeError, OSError):
+        utf8 = None
+    return long_paths, utf8
+
+
+def path_hazards(
+    folder: str,
+    longest_file: str | None,
+    *,
+    windows: bool,
+    long_paths: bool | None = None,
+    utf8: bool | None = None,
+) -> list[str]:
     """What in a package's path can stop AMD's native loader, with the fix; empty when nothing.
 
     On Windows the loader receives paths as narrow strings in the ANSI code page, and native
     readers rarely opt in to paths over :data:`MAX_NARROW_PATH` characters: a non-ASCII folder
     name or a deep Hugging Face cache path (a Gemma 16K state file in the default cache is about
     250 characters with a 19-character user name) can fail there. Linux has neither limit.
+    Windows' own settings soften this: with the UTF-8 code page (65001) a narrow path holds any
+    character, and with ``LongPathsEnabled`` Windows takes long paths from Python's process
+    (native code with fixed 260-character buffers can still fail).
 
     Args:
         folder: the package folder, as the runtime is given it.
         longest_file: the package's longest file path relative to ``folder``, if known.
         windows: judge as on Windows (the decision is made by the caller, so it can be tested).
+        long_paths: Windows' ``LongPathsEnabled`` (None: unknown).
+        utf8: whether the ANSI code page is UTF-8 (None: unknown).
     """
     if not windows:
         return []
@@ -172,17 +211,25 @@ def path_hazards(folder: str, longest_file: str | None, *, windows: bool) -> lis
     )
     out = []
     odd = sorted({c for c in folder if not c.isascii()})
-    if odd:
+    if odd and not utf8:
         out.append(
             f"the package path {folder} holds non-ASCII characters ({''.join(odd)}); AMD's native loader takes "
             f"paths in the ANSI code page and may not open it. Fix: {fix}."
         )
     longest = str(PureWindowsPath(folder, longest_file)) if longest_file else folder
     if len(longest) > MAX_NARROW_PATH:
-        out.append(
-            f"the package's longest file path is {len(longest)} characters ({longest}), over the "
-            f"{MAX_NARROW_PATH} that native code without long-path support can open. Fix: {fix}."
-        )
+        if long_paths:
+            out.append(
+                f"the package's longest file path is {len(longest)} characters ({longest}), over {MAX_NARROW_PATH}; "
+                "LongPathsEnabled is on, so Windows takes it from this process, but native code with fixed "
+                f"260-character buffers may still fail. If the load fails: {fix}."
+            )
+        else:
+            out.append(
+                f"the package's longest file path is {len(longest)} characters ({longest}), over the "
+                f"{MAX_NARROW_PATH} that native code without long-path support can open (LongPathsEnabled is off). "
+                f"Fix: {fix}."
+            )
     return out
 
 
@@ -294,9 +341,10 @@ def choose_release(name: str, name_source: str, explicit: str | None) -> tuple[s
     """The Ryzen AI release a package is planned for, and where it came from.
 
     The release that runs the package decides its prompt limit: ``RYZENAI_VERSION``, else the
-    ``release`` argument, else the installed Ryzen AI runtime, and only when that is unknown
-    (a CPU build, or a Ryzen AI build of an unknown version) the release the package's name
-    says it was built for.
+    ``release`` argument, else the installed runtime's (AMD's build, or any build whose Ryzen AI
+    EP library loads: see :func:`~.ep.npu_runtime`), and only when that is unknown (a CPU
+    build, or a Ryzen AI build of an unknown version) the release the package's name says it
+    was built for.
     """
     env = env_release()
     if env:
@@ -307,6 +355,9 @@ def choose_release(name: str, name_source: str, explicit: str | None) -> tuple[s
     info = runtime_info()
     if info.ryzenai and info.release:
         return info.release, f"installed runtime {info.distribution} {info.version}"
+    runtime = npu_runtime() if info.installed and not info.ryzenai else None
+    if runtime is not None and runtime.usable and runtime.release:
+        return runtime.release, f"installed runtime {info.distribution} {info.version} with its Ryzen AI EP library"
     m = _RELEASE_IN_NAME.search(name)
     if m:
         return m.group(1), f"{name_source}, as the installed runtime's release is unknown"

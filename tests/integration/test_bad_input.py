@@ -96,7 +96,7 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
         UnsafePathError, ["external_data_file", "'/etc/shadow'"]),
     "Ryzen AI package without the Ryzen AI runtime": (
         lambda t, x: gen(Engine.get(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K", execution=x)),
-        RuntimeNotAvailableError, ["Qwen3-4B_rai_1.8.0_npu_4K", "Ryzen AI build", "not a Ryzen AI build", "provider='cpu'"]),
+        RuntimeNotAvailableError, ["Qwen3-4B_rai_1.8.0_npu_4K", "AMD's Ryzen AI EP library", "a public build", "provider='cpu'"]),
     "1.6 layout on a newer runtime": (
         lambda t, x: gen(Engine.get(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu", provider="cpu", execution=x)),
         RuntimeNotAvailableError, ["custom-ops layout", "matching Ryzen AI runtime"]),

@@ -104,12 +104,13 @@ def test_an_edited_config_is_read_again(copy_package):
 def test_load_problem_on_this_machine():
     assert load_problem(ModelPackage.open(TINY_LLAMA)) is None
     problem = load_problem(ModelPackage.open(LLAMA_NPU))
-    assert isinstance(problem, RuntimeNotAvailableError) and "Ryzen AI build" in str(problem)
+    assert isinstance(problem, RuntimeNotAvailableError) and "AMD's Ryzen AI EP library" in str(problem)
     assert load_problem(ModelPackage.open(LLAMA_NPU), provider="cpu") is None
 
 
-def test_load_problem_names_lfs_pointers(installed):
+def test_load_problem_names_lfs_pointers(installed, monkeypatch, stand_in_eps):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))  # Ryzen AI 1.8
+    monkeypatch.setenv("RYZENAI_EP_PATH", str(stand_in_eps["no_device"]))  # with its EP library
     assert load_problem(ModelPackage.open(LLAMA_NPU)) is None
     problem = load_problem(ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers"))
     assert "Git LFS pointer" in str(problem) and "git lfs pull" in str(problem)
@@ -117,7 +118,7 @@ def test_load_problem_names_lfs_pointers(installed):
 
 def test_load_problem_names_a_package_newer_than_the_runtime(installed):
     installed(("onnxruntime-genai-ryzenai", "0.11.2"))  # Ryzen AI 1.7
-    assert "built for Ryzen AI 1.8.0, a newer release" in str(load_problem(ModelPackage.open(LLAMA_NPU)))
+    assert "was built for Ryzen AI 1.8.0, a newer release" in str(load_problem(ModelPackage.open(LLAMA_NPU)))
 
 
 # ---------------------------------------------------------------------- LangChain: profile

@@ -199,7 +199,7 @@ def test_output_is_clamped_to_the_window_not_an_error(copy_package):
 
 def test_ryzenai_package_needs_the_ryzenai_runtime():
     e = Engine.get(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", execution="inline")
-    with pytest.raises(RuntimeNotAvailableError, match=r"needs AMD's Ryzen AI build.*provider='cpu'"):
+    with pytest.raises(RuntimeNotAvailableError, match=r"needs onnxruntime-genai with AMD's Ryzen AI EP library.*provider='cpu'"):
         e.generate(MSGS, opts(max_new_tokens=3))
 
 

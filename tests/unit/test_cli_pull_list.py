@@ -89,7 +89,7 @@ def test_pull_of_a_cached_repository_works_offline(cache, offline, capsys):
     assert f"{NPU_REPO} is in {snapshot}" in out
     assert "full-fusion" in out and "1.8.0" in out  # info's description of the package
     verdict = next(line for line in out.splitlines() if line.startswith("loads here"))
-    assert "no: " in verdict and "Ryzen AI build" in verdict  # this machine has the CPU build
+    assert "no: " in verdict and "AMD's Ryzen AI EP library" in verdict  # this machine has no EP library
 
 
 def test_pull_shows_whether_a_plain_model_loads_here(cache, offline, capsys):
