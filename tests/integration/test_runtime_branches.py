@@ -610,3 +610,38 @@ def test_a_missing_state_file_is_named_and_compiled_at_load(installed, copy_pack
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only folder
     with pytest.raises(ModelPackageError, match=rf"{state} is missing from .*, which is read-only"):
         _load(folder)
+
+
+# ----------------------------------------------------------------------------- a runtime without guidance
+def test_a_runtime_that_ignores_guidance_refuses_constrained_calls(monkeypatch):
+    """A build without guidance keeps set_guidance and ignores it: structured output would run unconstrained."""
+    import onnxruntime_genai as og
+
+    from ryzenai_cli import doctor_run
+    from ryzenai_cli.doctor_report import Report
+    from ryzenai_core import GuidanceUnsupportedError
+
+    monkeypatch.setattr(og.GeneratorParams, "set_guidance", lambda self, *args: None)  # a no-op, as such a build's
+    engine = Engine(SessionKey(str(TINY_LLAMA)), "inline")
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    hi = [ChatMessage("user", "Hi")]
+    try:
+        with pytest.raises(GuidanceUnsupportedError, match=r"ignores it \(a probe constrained to 'QQQ' wrote something"):
+            engine.generate(hi, GenerationOptions(max_new_tokens=64, response_format={"type": "json_object"}))
+        with pytest.raises(GuidanceUnsupportedError, match="a forced tool call"):
+            engine.generate(hi, GenerationOptions(max_new_tokens=64, tools=(tool,), tool_choice="lookup"))
+        assert engine.generate(hi, GenerationOptions(max_new_tokens=3, temperature=0)).usage.completion_tokens == 3
+        report = Report()
+        doctor_run.check_guidance(report, engine)
+        assert report.checks[-1].status == "fail" and "structured output and forced tool calls are refused" in report.checks[-1].detail
+    finally:
+        engine.close()
+
+
+def test_a_runtime_with_guidance_passes_its_probe():
+    engine = Engine(SessionKey(str(TINY_LLAMA)), "inline")
+    try:
+        out = engine.generate([ChatMessage("user", "Hi")], GenerationOptions(max_new_tokens=4, guidance={"type": "regex", "data": "yes|no"}))
+        assert out.text in ("yes", "no")
+    finally:
+        engine.close()
