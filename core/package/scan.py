@@ -19,6 +19,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -28,6 +29,8 @@ from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
 
 __all__ = [
     "MAX_NARROW_PATH",
+    "broken_links",
+    "external_data_names",
     "check_relative",
     "choose_release",
     "config_int",
@@ -58,8 +61,6 @@ _DECODE_RE = re.compile(
 _VISION_RE = re.compile(r"^dd_metastate_Llm_Vision_")
 _RELEASE_IN_NAME = re.compile(r"(?:_rai_|ryzenai[-_])(\d+\.\d+(?:\.\d+)?)(?=[_\-.]|$)", re.IGNORECASE)
 _RYZENAI_ENTRY_KEYS = ("hybrid_opt_token_backend", "hybrid_opt_max_seq_length", "max_length_for_kv_cache")
-#: The fused phases of an NPU package, as its ``dd_metastate_Llm_<phase>_...`` file names say.
-_PHASES = ("Prefill", "Token_Token")
 
 #: The longest path (without the closing NUL) that Windows file APIs take from code that does
 #: not opt in to long paths (MAX_PATH is 260 with the NUL).
@@ -237,22 +238,20 @@ def missing_npu_files(folder: Path, nodes: Mapping[str, str], files: list[Path])
     """The NPU files a package's bucket files imply, that are not there.
 
     Each fused phase whose bucket files are present (``dd_metastate_Llm_<phase>_<node>_..._padded_N_``)
-    has one unbucketed ``dd_metastate_Llm_<phase>_<node>.state``. A Full-Fusion package (both
-    phases) carries its fused-operator blueprints in ``cache/`` (``<node>_meta.json`` and
-    ``Token_<node>_meta.json``), as AMD's Full-Fusion packages do; ``.cache/`` counts too.
-    Token-Fusion and hybrid packages are not asked for ``cache/`` (what their loader needs there
-    is not known).
+    has one unbucketed ``dd_metastate_Llm_<phase>_<node>.state`` and a fused-operator blueprint in
+    ``cache/`` (``.cache/`` counts too), which every DD kernel reads: ``<node>_meta.json`` for the
+    prefill phase, ``Token_<node>_meta.json`` for the token phase. So a Full-Fusion package (both
+    phases) needs both blueprints, a Token-Fusion package (the token phase only) the second.
     """
     missing: list[str] = []
-    if set(nodes) == set(_PHASES):
+    if nodes:
         cache = next((folder / n for n in ("cache", ".cache") if (folder / n).is_dir()), None)
         if cache is None:
             missing.append("cache/")
         else:
             for phase, blueprint in (("Prefill", "{}_meta.json"), ("Token_Token", "Token_{}_meta.json")):
-                name = blueprint.format(nodes[phase])
-                if not (cache / name).is_file():
-                    missing.append(f"{cache.name}/{name}")
+                if phase in nodes and not (cache / blueprint.format(nodes[phase])).is_file():
+                    missing.append(f"{cache.name}/{blueprint.format(nodes[phase])}")
     names = {p.name for p in files}
     for phase, node in nodes.items():
         state = f"dd_metastate_Llm_{phase}_{node}.state"
@@ -330,6 +329,67 @@ def walk_files(folder: Path, depth: int) -> list[Path]:
         elif e.is_dir() and depth > 1:
             out.extend(walk_files(Path(e.path), depth - 1))
     return out
+
+
+def broken_links(folder: Path, depth: int) -> list[str]:
+    """Links under ``folder`` (down to ``depth`` levels) whose target is not there, relative to ``folder``, sorted.
+
+    In a Hugging Face cache every file of a snapshot is a link into ``blobs/``: an interrupted or
+    pruned download leaves links to blobs that are gone.
+    """
+    out: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for e in entries:
+        if e.is_symlink() and not os.path.exists(e.path):
+            out.append(e.name)
+        elif e.is_dir() and not e.name.startswith(".git") and depth > 1:
+            out.extend(f"{e.name}/{name}" for name in broken_links(Path(e.path), depth - 1))
+    return sorted(out)
+
+
+#: A tensor's external data location in an ONNX graph: ``StringStringEntryProto {key: "location", value: ...}``.
+_LOCATION = re.compile(rb"\x0a\x08location\x12")
+#: ONNX graphs larger than this are not read for their external data (they hold their weights).
+_ONNX_SCAN_BYTES = 64 * 1024 * 1024
+
+
+def external_data_names(onnx: Path) -> tuple[str, ...]:
+    """The external data files an ONNX graph names (``model.onnx.data``), relative to its folder.
+
+    Read from the graph's bytes without an ONNX library; a graph that is missing, an LFS pointer
+    or larger than 64 MB names none here.
+    """
+    try:
+        stat = onnx.stat()
+    except OSError:
+        return ()
+    if stat.st_size > _ONNX_SCAN_BYTES or stat.st_size < 16:
+        return ()
+    return _external_data_names(str(onnx), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _external_data_names(path: str, size: int, mtime: int) -> tuple[str, ...]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return ()
+    names: set[str] = set()
+    for m in _LOCATION.finditer(data):
+        pos, length, shift = m.end(), 0, 0
+        while pos < len(data):  # a varint: the value's length
+            byte = data[pos]
+            length |= (byte & 0x7F) << shift
+            pos, shift = pos + 1, shift + 7
+            if byte < 0x80:
+                break
+        name = data[pos : pos + length].decode("utf-8", "replace")
+        if name and 0 < length < 4096:
+            names.add(name)
+    return tuple(sorted(names))
 
 
 def scan_lfs(folder: Path, files: list[Path]) -> list[str]:

@@ -67,7 +67,7 @@ def test_vision_fixture_takes_images():
     assert caps.images and caps.image_tokens == 256
     assert not caps.tools and not caps.reasoning  # Gemma 3's template has neither
     npu = read_capabilities(GEMMA3_NPU)
-    assert npu.images and npu.prompt_limit == 16383
+    assert npu.images and npu.prompt_limit == 4095  # search.max_length 4096, as the real package
 
 
 def test_a_template_override_changes_what_the_package_can_do():

@@ -178,7 +178,7 @@ def test_prompt_over_the_limit_is_a_typed_error(copy_package):
     long = [ChatMessage("system", "Be brief."), *[ChatMessage("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12) for i in range(9)]]
     with pytest.raises(ContextWindowExceededError) as info:
         e.generate(long, opts(max_new_tokens=4))
-    assert info.value.limit == 128 and info.value.prompt_tokens > 128
+    assert info.value.limit == 127 and info.value.prompt_tokens > 128
     c = e.generate(long, opts(max_new_tokens=4, overflow="drop_oldest"))
     assert c.usage.prompt_tokens <= 127
     assert c.finish_reason == "length"

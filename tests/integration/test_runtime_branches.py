@@ -11,6 +11,7 @@ stand-in Ryzen AI runtime gets as far as the real runtime's refusal of that prov
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import logging
 import os
 import shutil
@@ -153,8 +154,9 @@ def test_installed_ryzenai_build_decides_the_prompt_limit(installed, renamed, di
     pkg = ModelPackage.open(renamed(LLAMA_NPU))
     assert (pkg.release, pkg.release_source) == (release, f"installed runtime {dist} {version}")
     budget = pkg.budget
-    assert budget.prompt_limit == limit and budget.window == 4096
-    assert budget.prompt_limit_source == f"rai_config.json max_prompt_length[{key!r}] for release {release}"
+    assert budget.prompt_limit == min(limit, 4095) and budget.window == 4096  # one token left for the answer
+    source = f"rai_config.json max_prompt_length[{key!r}] for release {release}"
+    assert budget.prompt_limit_source == (source if limit < 4096 else f"{source}, less the one token an answer needs")
 
 
 @pytest.mark.parametrize(
@@ -182,7 +184,7 @@ def test_environment_and_argument_override_the_installed_runtime(installed, rena
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
     folder = renamed(LLAMA_NPU)
     pkg = ModelPackage.open(folder, release="1.6.0")
-    assert (pkg.release, pkg.release_source, pkg.budget.prompt_limit) == ("1.6.0", "argument", 4096)
+    assert (pkg.release, pkg.release_source, pkg.budget.prompt_limit) == ("1.6.0", "argument", 4095)
     assert _limit_key_in(pkg.budget.prompt_limit_source) == "1.6.0"
     monkeypatch.setenv(ENV_RELEASE, "1.5.0")
     pkg = ModelPackage.open(folder, release="1.6.0")
@@ -347,7 +349,7 @@ def test_ryzenai_runtime_with_cpu_provider_runs_the_replica(installed):
     try:
         out = engine.generate([ChatMessage("user", "Hi")], GenerationOptions(max_new_tokens=3, temperature=0))
         assert out.usage.completion_tokens == 3
-        assert engine.package.release == "1.8" and engine.budget.prompt_limit == 4096
+        assert engine.package.release == "1.8" and engine.budget.prompt_limit == 4095
     finally:
         engine.close()
 
@@ -645,3 +647,38 @@ def test_a_runtime_with_guidance_passes_its_probe():
         assert out.text in ("yes", "no")
     finally:
         engine.close()
+
+
+# ----------------------------------------------------------------------------- packages of other releases
+@pytest.mark.parametrize(
+    ("name", "which"),
+    [("Llama-3.2-1B_rai_1.7.1_npu_4K", "an older"), ("Llama-3.2-1B_rai_1.9.0_npu", "a newer")],
+)
+def test_a_package_of_another_release_is_refused_at_load_with_both(installed, monkeypatch, stand_in_eps, copy_package, name, which):
+    installed(("onnxruntime-genai-ryzenai", "0.14.0"))  # Ryzen AI 1.8, with its EP library
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
+    folder = copy_package(LLAMA_NPU, name)
+    built = name.split("_rai_")[1].split("_")[0]
+    with pytest.raises(RuntimeNotAvailableError) as err:
+        _load(folder)
+    text = str(err.value)
+    assert f"{name} was built for Ryzen AI {built}, {which} release than the runtime that would run it (Ryzen AI 1.8" in text
+    assert "Use the package built for Ryzen AI 1.8" in text and f"{ENV_RELEASE}={built}" in text
+    assert err.value.__cause__ is None
+
+
+def test_a_runtime_of_an_unknown_release_checks_no_release_and_says_how_to_name_it(installed, monkeypatch, stand_in_eps, copy_package, capsys):
+    """An AMD build newer than this plugin knows (0.18): its release is unknown; RYZENAI_VERSION names it."""
+    from ryzenai_cli.main import main
+
+    installed(("onnxruntime-genai-ryzenai", "0.18.0"))
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
+    folder = copy_package(LLAMA_NPU, "Llama-3.2-1B_rai_1.9.0_npu")
+    with pytest.raises(RuntimeNotAvailableError, match="sees no NPU device"):  # not refused: the runtime is asked
+        _load(folder)
+    main(["doctor", "--json"])
+    found = {c["name"]: (c["status"], c["detail"]) for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert found["Ryzen AI release"][0] == "warn" and f"set {ENV_RELEASE} to the release" in found["Ryzen AI release"][1]
+    monkeypatch.setenv(ENV_RELEASE, "1.8")
+    with pytest.raises(RuntimeNotAvailableError, match=r"built for Ryzen AI 1.9.0, a newer release .*\(Ryzen AI 1.8: RYZENAI_VERSION=1.8\)"):
+        _load(folder)
