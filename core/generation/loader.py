@@ -137,6 +137,12 @@ def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch 
             "genai_config.json.",
             path=pkg.path / "genai_config.json",
         )
+    if "external data path" in text.lower():  # a data file the graph names is gone (in a cache: a link to no blob)
+        return ModelPackageError(
+            f"onnxruntime-genai could not load {pkg.name}: a file that holds its weights is missing ({text}). "
+            f"{pkg.download_fix[0].upper()}{pkg.download_fix[1:]}.",
+            path=pkg.path,
+        )
     if "session_options" in text and key.session_options != "{}":
         return InvalidRequestError(
             f"onnxruntime-genai rejected the session options {key.session_options}: {text}. Use option "

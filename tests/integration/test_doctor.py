@@ -572,3 +572,64 @@ def test_the_long_prompt_check_fails_on_logits_that_are_not_finite():
         assert report.checks[-1].status == "fail" and "the logits of decode step 3 are not finite (3 NaN" in report.checks[-1].detail
     finally:
         engine.close()
+
+
+def test_a_download_missing_its_weights_file_fails_the_file_check(capsys, tmp_path):
+    """An interrupted Hugging Face download: model.onnx.data is gone, and the fix is the pull that fetches it."""
+    from hf_cache import cache_repository
+
+    snapshot = cache_repository(tmp_path / "hub", "amd/Llama-3.2-1B_rai_1.8.0_npu_4K", LLAMA_NPU)
+    (snapshot / "model.onnx.data").unlink()
+    code, out = doctor_json(capsys, str(snapshot))
+    found = checks(out)
+    status, detail = found["package files"]
+    assert code == 1 and status == "fail" and detail.startswith("model.onnx.data is missing from ")
+    assert "`ryzenai-llm pull amd/Llama-3.2-1B_rai_1.8.0_npu_4K`" in detail
+    assert "load" not in found  # nothing is loaded: the runtime would only say the path "escapes model directory"
+
+
+# ---------------------------------------------------------------------- measured as AMD measures
+class _Timed:
+    """An engine whose runs take what a laptop's take: ``ttft`` seconds to the first token, ``rate`` tokens/s."""
+
+    def __init__(self, ttft: float, rate: float) -> None:
+        self.ttft, self.rate, self.runs = ttft, rate, []
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+    def worker_pid(self) -> None:
+        return None
+
+    def probe(self, ids, steps, *, watch=True, exact=False):
+        self.runs.append((len(ids), steps, watch, exact))
+        return {"tokens": [1] * steps, "logits": [], "first_token_seconds": self.ttft, "decode_tokens_per_second": self.rate}
+
+
+@pytest.mark.parametrize(("ttft", "rate", "status"), [(0.150, 52.0, "ok"), (0.400, 30.0, "warn")])
+def test_figures_are_compared_with_amds_published_ones(ttft, rate, status):
+    from ryzenai_cli import doctor_measure
+
+    name = "Phi-3.5-mini-instruct_rai_1.8.0_npu_4K"
+    plan = doctor_measure.measurement_plan(4096, 4095, name, quick=False, new_tokens=None)
+    assert plan.lengths == (128, 1024, 2048) and (plan.warmups, plan.runs, plan.new_tokens) == (1, 5, 128)
+    engine, report = _Timed(ttft, rate), Report()
+    context = {"npu_power_mode": "Performance", "windows_power_mode": None, "ac_power": True}
+    doctor_measure.measure(report, engine, SimpleNamespace(name=name), plan, context)
+    assert engine.runs[:6] == [(128, 128, False, True)] * 6  # 1 warm-up + 5 runs, end-of-sequence held off
+    assert len(engine.runs) == 18
+    found = {c.name: (c.status, c.detail) for c in report.checks}
+    assert found["speed at 128 tokens"][1].endswith("[NPU mode Performance, on AC]")
+    got, detail = found["AMD's figures"]
+    assert got == status and "Phi-3.5-mini NPU 4K, Ryzen AI 1.8 on Linux" in detail
+    if status == "warn":
+        assert "more than 30% below" in detail and "xrt-smi configure --pmode performance" in detail
+    assert report.measurements["speed"]["by_prompt_length"]["128"]["power"]["npu_power_mode"] == "Performance"
+
+
+def test_the_power_mode_stands_beside_every_figure(capsys, xrt_smi):
+    xrt_smi(mode="Balanced")
+    _, out = doctor_json(capsys, "tiny-qa-llama", "--quick")
+    found = checks(out)
+    assert "[NPU mode Balanced" in found["speed at 128 tokens"][1] and "[NPU mode Balanced" in found["memory"][1]
+    assert out["measurements"]["speed"]["power"]["npu_power_mode"] == "Balanced"
