@@ -134,7 +134,7 @@ def _check_release_match(report: Report, pkg: Any) -> None:
 
 def _choose_provider(report: Report, pkg: Any, provider: str | None) -> str | None:
     """The package's own provider when this runtime can run it on the NPU; else the CPU, with the ``NPU load`` check."""
-    from ryzenai_core.package.capabilities import load_problem
+    from ryzenai_core.package.capabilities import load_problem, release_problem
 
     if not pkg.is_ryzenai or provider is not None:
         return provider
@@ -142,7 +142,7 @@ def _choose_provider(report: Report, pkg: Any, provider: str | None) -> str | No
     if problem is None:
         return None
     npu = any(d.get("runs_llm_packages") is not False for d in report.system.get("npu", {}).get("devices", []))
-    mismatch = "was built for Ryzen AI" in str(problem)
+    mismatch = release_problem(pkg) is not None
     report.add(
         "NPU load",
         "fail" if npu or mismatch else "skip",

@@ -93,13 +93,16 @@ def check_where(report: Report, engine: Any, pkg: Any, provider: str | None, dev
         if pkg.mode.value == "hybrid"
         else "prefill and decode on the NPU"
     )
+    linux = bool(pid) and sys.platform.startswith("linux")  # /proc/<pid>/fd shows the device nodes it holds
     if held:
         report.add("where it ran", "ok", f"{split}: {'; '.join(held)}; the runtime reports {device}")
-    elif contexts == 0 or (sys.platform.startswith("linux") and pid and not accel and partitions is not None):
+    elif partitions is not None or linux:
+        sources = (("no NPU hardware context (xrt-smi)", partitions is not None), ("no /dev/accel node open", linux))
+        looked = [what for what, on in sources if on]
         report.add(
             "where it ran",
             "warn",
-            f"the runtime reports {device}, but the worker (pid {pid}) holds no NPU hardware context: the work may "
+            f"the runtime reports {device}, but the worker (pid {pid}) holds {' and '.join(looked)}: the work may "
             "have run elsewhere (see `xrt-smi examine -r aie-partitions` while a model is loaded)",
         )
     elif pkg.layout == "custom-ops":

@@ -411,6 +411,7 @@ def test_proc_tables_show_device_nodes_and_peak_memory(tmp_path):
 
 
 # ---------------------------------------------------------------------- a model
+@pytest.mark.slow
 def test_the_embedded_model_is_measured_as_amd_measures(capsys):
     """AMD's plan on the CPU: 1 warm-up and 5 runs at each prompt length that fits (2048 does not: window 2048)."""
     code, out = doctor_json(capsys, "tiny-qa-llama", "--max-new-tokens", "8")
@@ -633,3 +634,20 @@ def test_the_power_mode_stands_beside_every_figure(capsys, xrt_smi):
     found = checks(out)
     assert "[NPU mode Balanced" in found["speed at 128 tokens"][1] and "[NPU mode Balanced" in found["memory"][1]
     assert out["measurements"]["speed"]["power"]["npu_power_mode"] == "Balanced"
+
+
+@pytest.mark.slow
+def test_a_package_fed_in_runs_gets_a_prompt_over_its_run_length(capsys, copy_package):
+    """A 16K window with chunked context declared: doctor sends a prompt over one run, and its needle at 0.9 x the limit."""
+    folder = copy_package(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K", "Gemma-3-4b_rai_1.8.0_npu_16K")
+    cfg = json.loads((folder / "genai_config.json").read_text())
+    cfg["search"]["max_length"] = 16384
+    cfg["model"]["decoder"]["session_options"]["provider_options"][0]["RyzenAI"]["hybrid_opt_chunk_context"] = "1"
+    (folder / "genai_config.json").write_text(json.dumps(cfg))
+    _, out = doctor_json(capsys, str(folder), "--quick", "--max-new-tokens", "4")
+    found = checks(out)
+    status, detail = found["long prompt"]
+    assert status == "ok" and detail.startswith("4608 tokens (over the 4096-token run length) in 2 prefill run(s)")
+    assert out["measurements"]["long_prompt"]["prefill_runs"] == 2
+    needle = out["measurements"]["needle"]
+    assert needle["prompt_tokens"] > 4096 * 3 and all(step["finite"] for step in needle["logits"])
