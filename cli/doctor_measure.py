@@ -23,7 +23,7 @@ from typing import Any
 from ryzenai_core.errors import RyzenAIError
 
 from . import doctor_npu
-from .doctor_report import Report, ms
+from .doctor_report import Report, attempt, ms
 
 __all__ = ["PUBLISHED", "Plan", "Published", "measure", "measurement_plan", "power_context", "second_load"]
 
@@ -234,13 +234,9 @@ def second_load(report: Report, key: Any, first: float | None) -> None:
     from ryzenai_core.engine.engine import Engine
 
     engine = Engine(key, "process")
-    try:
-        seconds = engine.load()
-    except RyzenAIError as exc:
-        report.add("second load", "fail", str(exc))
+    seconds = attempt(report, "second load", engine.load, engine.close)
+    if seconds is None:
         return
-    finally:
-        engine.close()
     report.measurements["second_load_seconds"] = seconds
     report.add(
         "second load",

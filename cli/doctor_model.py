@@ -21,7 +21,7 @@ from typing import Any
 from ryzenai_core.errors import RyzenAIError
 
 from . import doctor_measure, doctor_run
-from .doctor_report import Report, ms
+from .doctor_report import Report, attempt, ms
 
 __all__ = ["check_model"]
 
@@ -201,19 +201,18 @@ def _check_embedding(report: Report, path: Path) -> None:
         f"{facts['name']} ({facts['path']}): {facts['dims']} dims, {facts['pooling']} pooling, max length "
         f"{facts['max_length']}, runs on {facts['provider']} with {facts['run_shapes']} shapes",
     )
-    shapes = list(engine.buckets) or [None]
-    times = {}
-    try:
-        for bucket in shapes:
+    def first_vectors() -> dict[str, float]:
+        times = {}
+        for bucket in list(engine.buckets) or [None]:
             text = _text_of(engine, (bucket or 16) - 2)
             start = time.perf_counter()
             result = engine.embed([text])
             times[str(result.shapes[0][1]) if bucket else "dynamic"] = time.perf_counter() - start
-    except RyzenAIError as exc:
-        report.add("first vector", "fail", str(exc))
+        return times
+
+    times = attempt(report, "first vector", first_vectors, engine.close)
+    if times is None:
         return
-    finally:
-        engine.close()
     report.measurements["first_vector_seconds"] = times
     on_npu = facts["provider"] == "VitisAIExecutionProvider"
     report.add(
@@ -245,15 +244,15 @@ def _check_reranker(report: Report, path: Path) -> None:
         f"{facts['provider']} with {facts['run_shapes']} shapes",
     )
     passages = ["The NPU runs precompiled fixed shapes.", "Cats sleep for most of the day."]
-    try:
+    def first_score() -> tuple[Any, float]:
         start = time.perf_counter()
         result = engine.rerank("What does the NPU run?", passages)
-        seconds = time.perf_counter() - start
-    except RyzenAIError as exc:
-        report.add("first score", "fail", str(exc))
+        return result, time.perf_counter() - start
+
+    scored = attempt(report, "first score", first_score, engine.close)
+    if scored is None:
         return
-    finally:
-        engine.close()
+    result, seconds = scored
     report.measurements["first_score_seconds"] = seconds
     report.measurements["scores"] = result.scores
     on_npu = facts["provider"] == "VitisAIExecutionProvider"

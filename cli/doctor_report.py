@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-__all__ = ["Check", "Report", "Status", "ms"]
+from ryzenai_core.errors import RyzenAIError
+
+__all__ = ["Check", "Report", "Status", "attempt", "ms"]
+
+T = TypeVar("T")
 
 Status = Literal["ok", "warn", "fail", "skip"]
 
@@ -55,3 +60,14 @@ class Report:
 def ms(seconds: float | None) -> str:
     """A duration in milliseconds, as the report prints it (``-`` when unknown)."""
     return f"{1000 * seconds:.0f} ms" if seconds is not None else "-"
+
+
+def attempt(report: Report, check: str, work: Callable[[], T], close: Callable[[], None]) -> T | None:
+    """``work()``, then ``close()`` whatever happens; a :class:`RyzenAIError` fails ``check`` (None returned)."""
+    try:
+        return work()
+    except RyzenAIError as exc:
+        report.add(check, "fail", str(exc))
+        return None
+    finally:
+        close()
