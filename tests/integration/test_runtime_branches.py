@@ -333,14 +333,14 @@ def test_a_worker_starts_with_the_library_the_parent_found(monkeypatch, tmp_path
     cwd.mkdir()
     shutil.copy2(stand_in_eps["no_device"], cwd / EP_LINUX)
     monkeypatch.chdir(cwd)  # found in the working folder, as onnxruntime-genai on Linux finds it
-    proc = spare.start_worker()
-    try:
-        environ = (Path("/proc") / str(proc.pid) / "environ").read_bytes().split(b"\0")
-    finally:
-        proc.kill()
-        proc.communicate()  # closes its pipes
-    assert f"{ENV_EP_PATH}={cwd / EP_LINUX}".encode() in environ
-    assert any(e.startswith(f"LD_LIBRARY_PATH={cwd}".encode()) for e in environ)
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/other")
+    started: dict = {}
+    monkeypatch.setattr(spare, "popen_worker", lambda module, **kwargs: started.update(kwargs, module=module))
+    spare.start_worker()
+    env = started["env"]
+    assert started["module"] == spare.WORKER_MODULE
+    assert env[ENV_EP_PATH] == str(cwd / EP_LINUX) and env["LD_LIBRARY_PATH"] == f"{cwd}{os.pathsep}/opt/other"
+    assert os.environ.get(ENV_EP_PATH) is None  # the caller's own environment is left as it was
 
 
 def test_ryzenai_runtime_with_cpu_provider_runs_the_replica(installed):
