@@ -651,3 +651,19 @@ def test_a_package_fed_in_runs_gets_a_prompt_over_its_run_length(capsys, copy_pa
     assert out["measurements"]["long_prompt"]["prefill_runs"] == 2
     needle = out["measurements"]["needle"]
     assert needle["prompt_tokens"] > 4096 * 3 and all(step["finite"] for step in needle["logits"])
+
+
+def test_windows_path_settings_are_reported(capsys, monkeypatch):
+    import sys as real_sys
+
+    windows = SimpleNamespace(platform="win32", executable=real_sys.executable, prefix=real_sys.prefix)
+    monkeypatch.setattr(doctor_machine, "sys", windows)  # judged as on Windows (pnputil is not here: no NPU listed)
+    monkeypatch.setattr(doctor_machine, "windows_path_settings", lambda: (False, False))
+    _, out = doctor_json(capsys)
+    status, detail = checks(out)["Windows paths"]
+    assert status == "warn" and "LongPathsEnabled off" in detail and "HF_HOME=C:\\hf" in detail
+    assert "non-ASCII folder names may not open" in detail
+    assert out["system"]["windows"] == {"long_paths_enabled": False, "utf8_code_page": False}
+    monkeypatch.setattr(doctor_machine, "windows_path_settings", lambda: (True, True))
+    _, out = doctor_json(capsys)
+    assert checks(out)["Windows paths"] == ("ok", "LongPathsEnabled on; ANSI code page UTF-8")

@@ -417,3 +417,15 @@ def test_info_warns_of_a_non_ascii_package_path_on_windows(copy_package, monkeyp
     assert json.loads(capsys.readouterr().out)["path_warnings"] == pkg.path_warnings
     assert main(["info", str(folder)]) == 0
     assert f"path warning      {pkg.path_warnings[0]}" in capsys.readouterr().out.splitlines()
+
+
+def test_windows_settings_soften_the_path_warnings():
+    """The UTF-8 code page takes any folder name; LongPathsEnabled takes long paths from Python's process."""
+    folder = "C:\\Users\\Zoë\\.cache\\huggingface\\hub\\models--amd--Gemma-3-4b_rai_1.8.0_npu_16K\\snapshots\\" + "a" * 40
+    longest = "dd_metastate_Llm_Token_Token_" + "x" * 200
+    strict = path_hazards(folder, longest, windows=True, long_paths=False, utf8=False)
+    assert len(strict) == 2 and "non-ASCII" in strict[0] and "LongPathsEnabled is off" in strict[1]
+    soft = path_hazards(folder, longest, windows=True, long_paths=True, utf8=True)
+    assert len(soft) == 1 and "LongPathsEnabled is on, so Windows takes it from this process" in soft[0]
+    assert "If the load fails" in soft[0]
+    assert path_hazards(folder, longest, windows=False) == []
