@@ -28,6 +28,8 @@ from ryzenai_core.rerank.package import is_rerank_folder
 
 __all__ = ["add_parser", "chat_format", "show_info"]
 
+_ESTIMATED = " (estimated: AMD's generator defaults; the package has no prefill bucket files)"
+
 
 def _fmt_buckets(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values) if values else "none (plain shapes)"
@@ -73,13 +75,13 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
         ("provider", f"{pkg.provider} ({pkg.layout} layout)"),
         ("Ryzen AI release", _fmt_release(pkg)),
         ("window", f"{b.window} tokens (prompt + output)"),
-        ("prompt limit", f"{b.prompt_limit} tokens ({b.prompt_limit_source})"),
+        ("prompt limit", f"{b.prompt_limit} tokens ({b.limit_reason})"),
         (
             "prefill window",
             f"{b.prefill_window} tokens per prefill run" if b.prefill_window else "whole prompt in one run",
         ),
         ("long prompts", pkg.long_prompts["detail"]),
-        ("prefill buckets", _fmt_buckets(b.prefill_buckets)),
+        ("prefill buckets", _fmt_buckets(b.prefill_buckets) + (_ESTIMATED if b.prefill_buckets_estimated else "")),
         ("decode buckets", _fmt_buckets(b.decode_buckets)),
         ("chat template", pkg.describe()["chat_template"] or "none shipped (family fallback)"),
         ("chat format", f"plain text: {note}" if note else family),
@@ -92,6 +94,9 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
     rows.append(("loads here", _verdict(pkg)))
     if pkg.missing_files:
         rows.append(("missing files", f"{', '.join(pkg.missing_files)} (a partial download: download it again)"))
+    if pkg.broken_links:
+        gone = ", ".join(pkg.broken_links)
+        rows.append(("broken links", f"{gone} (links to files that are gone: {pkg.download_fix})"))
     rows.extend(("path warning", warning) for warning in pkg.path_warnings)
     _print_table(rows)
     if plan is not None:
@@ -99,13 +104,19 @@ def _print_info(pkg: ModelPackage, plan: BudgetPlan | None) -> None:
         print(f"a prompt of {plan.prompt_tokens} tokens:")
         if plan.prefill_bucket is not None:
             runs = f" in {plan.prefill_windows} prefill runs" if plan.prefill_windows > 1 else ""
-            print(f"  prefill bucket  {plan.prefill_bucket}{runs}, {plan.padding} padding tokens")
+            guess = " (an estimate: the package has no prefill bucket files)" if plan.prefill_bucket_estimated else ""
+            print(f"  prefill bucket  {plan.prefill_bucket}{runs}, {plan.padding} padding tokens{guess}")
         else:
             print("  prefill         no buckets, no padding")
         clamp = f" (asked {plan.requested_new_tokens}, clamped to fit the window)" if plan.clamped else ""
         print(f"  output          up to {plan.max_new_tokens} new tokens{clamp}")
         if plan.decode_buckets:
-            print(f"  decode buckets  {_fmt_buckets(plan.decode_buckets)}")
+            past = (
+                f"; the last {plan.decode_past_buckets} tokens of history are past the package's largest bucket"
+                if plan.decode_past_buckets
+                else ""
+            )
+            print(f"  decode buckets  {_fmt_buckets(plan.decode_buckets)}{past}")
 
 
 def _verdict(pkg: ModelPackage) -> str:
@@ -210,6 +221,8 @@ def show_info(
                     "requested_new_tokens",
                     "clamped",
                     "decode_buckets",
+                    "prefill_bucket_estimated",
+                    "decode_past_buckets",
                 )
             }
         print(json.dumps(out, indent=2))

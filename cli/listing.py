@@ -132,7 +132,8 @@ def cached_entries(cache_dir: str | os.PathLike[str] | None = None) -> tuple[lis
     """The packages in the Hugging Face cache: ``(entries, other repositories, cache warnings)``.
 
     One entry per cached revision of a model repository; a repository with several
-    revisions is named ``repo@ref`` (or ``repo@<commit>``) per revision.
+    revisions is named ``repo@ref`` (or ``repo@<commit>``) per revision. A repository the scan
+    leaves out (a blob missing) is listed from its snapshots, with why it does not load.
     """
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
@@ -156,7 +157,32 @@ def cached_entries(cache_dir: str | os.PathLike[str] | None = None) -> tuple[lis
                     found.append(entry)
         entries.extend(found)
         others += not found
+    root = Path(cache_dir) if cache_dir is not None else None
+    entries.extend(_broken_entries(root, {r.repo_path for r in info.repos}))
     return entries, others, [str(w) for w in info.warnings]
+
+
+def _broken_entries(cache_dir: Path | None, scanned: set[Path]) -> list[Entry]:
+    """The model repositories the cache scan left out (a missing blob makes it drop the whole repository).
+
+    Each snapshot that is a model package is listed, with why it does not load (the broken link
+    and the ``pull`` that fetches it): a broken download does not disappear from ``list``.
+    """
+    from huggingface_hub.constants import HF_HUB_CACHE, REPO_ID_SEPARATOR
+
+    root = cache_dir if cache_dir is not None else Path(HF_HUB_CACHE)
+    out = []
+    for repo in sorted(root.glob(f"models{REPO_ID_SEPARATOR}*")):
+        if repo in scanned or not repo.is_dir():
+            continue
+        repo_id = "/".join(repo.name.split(REPO_ID_SEPARATOR)[1:])
+        snapshots = sorted(p for p in (repo / "snapshots").glob("*") if p.is_dir())
+        for snapshot in snapshots:
+            name = repo_id if len(snapshots) == 1 else f"{repo_id}@{snapshot.name[:12]}"
+            entry = describe_folder(snapshot, name=name, source="cache")
+            if entry is not None:
+                out.append(entry)
+    return out
 
 
 def folder_entries(folders: Iterable[str | os.PathLike[str]]) -> list[Entry]:
@@ -257,7 +283,8 @@ def _list(args: argparse.Namespace) -> int:
     entries, others, warnings = cached_entries(args.cache_dir)
     entries.extend(folder_entries(args.folders))
     if args.json:
-        print(json.dumps({"packages": [asdict(e) for e in entries], "other_cached_repos": others}, indent=2))
+        out = {"packages": [asdict(e) for e in entries], "other_cached_repos": others, "warnings": warnings}
+        print(json.dumps(out, indent=2))
         return 0
     if entries:
         print("\n".join(_table(entries)))

@@ -149,7 +149,11 @@ class WorkerConnection:
     # -- process management
     def spawn(self) -> subprocess.Popen[bytes]:
         """A new worker process (it waits for :class:`~ryzenai_core.ipc.Init`)."""
-        return popen_worker(self.module, bufsize=PIPE_BUFFER)
+        return popen_worker(self.module, bufsize=PIPE_BUFFER, env=self.environment())
+
+    def environment(self) -> dict[str, str] | None:
+        """A new worker's environment: None for this process's own (a subclass may add to it)."""
+        return None
 
     def first_frame_deadline(self) -> Deadline:
         """How long a new worker may take to answer :class:`~ryzenai_core.ipc.Init`."""

@@ -68,7 +68,7 @@ def _bucket_files(prefill: list[int], token: list[int]) -> list[str]:
     return names
 
 
-def _blueprints(folder: Path, heads: int, kv_heads: int, head_size: int, layers: int) -> None:
+def _blueprints(folder: Path, heads: int, kv_heads: int, head_size: int, layers: int, *, prefill: bool = True) -> None:
     ops = [
         {"op": "MLADFRMSNORM", "count": 1},
         {"op": "MladfMatMul", "count": 5 * layers + 1},
@@ -80,7 +80,8 @@ def _blueprints(folder: Path, heads: int, kv_heads: int, head_size: int, layers:
         {"op": "FlatRMSAdd", "count": 2 * layers},
         {"op": "FlatMLP", "count": layers},
     ]
-    _write_json(folder / "cache" / f"{NODE}_meta.json", {"ops": ops})
+    if prefill:
+        _write_json(folder / "cache" / f"{NODE}_meta.json", {"ops": ops})
     token_ops = [dict(o) for o in ops]
     token_ops[2] = {**ops[2], "attrs": {**ops[2]["attrs"], "total_seq_len": 4096}}
     _write_json(folder / "cache" / f"Token_{NODE}_meta.json", {"ops": token_ops})
@@ -276,10 +277,15 @@ def qwen3_npu_4k() -> Path:
 
 
 def gemma3_npu_16k() -> Path:
-    """Token Fusion, 16K, multimodal: decoder on ``inputs_embeds``, embedding and vision models.
+    """Token Fusion, multimodal: decoder on ``inputs_embeds``, embedding and vision models.
 
-    Weights, processor_config.json and tokenizer come from ``tiny-gemma3-vision``; only the
-    decoder carries Ryzen AI provider options, so ``provider="cpu"`` runs all three models.
+    As the article on the real package (the project's seed) describes it: ``search.max_length``
+    4096 (the "16K" of the name is not what its config allows), ``hybrid_opt_max_seq_length``
+    4096 and no chunked context, token buckets 256..4096, the token phase's blueprint in
+    ``cache/``, ``genai_config_bkp.json`` differing only in ``past_present_share_buffer``, the
+    NPU vision states in ``partitioned/``. Weights, processor_config.json and tokenizer come from
+    ``tiny-gemma3-vision``; only the decoder carries Ryzen AI provider options, so
+    ``provider="cpu"`` runs all three models.
     """
     tiny = MODELS / "tiny-gemma3-vision"
     folder = REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"
@@ -303,7 +309,7 @@ def gemma3_npu_16k() -> Path:
         context_length=131072,
         filename="model.onnx",
         session_options={"provider_options": [{"RyzenAI": rai}]},
-        search={"top_k": 1, "top_p": 0.95, "max_length": 16384, "past_present_share_buffer": True},
+        search={"top_k": 1, "top_p": 0.95, "max_length": 4096, "past_present_share_buffer": True},
         extra_model=extra,
     )
     _write_json(folder / "genai_config.json", cfg)
@@ -312,6 +318,7 @@ def gemma3_npu_16k() -> Path:
     _write_json(folder / "genai_config_bkp.json", bkp)
     (folder / "model.pb.bin").write_bytes(b"\x00" * 16)
     _touch(folder, _bucket_files([], TOKEN_4K))
+    _blueprints(folder, 8, 4, 256, 34, prefill=False)
     _touch(
         folder,
         [
@@ -320,8 +327,8 @@ def gemma3_npu_16k() -> Path:
         ],
     )
     (folder / "README.md").write_text(
-        "# Gemma-3-4b_rai_1.8.0_npu_16K\n\nReplica for tests: Token Fusion, CPU+NPU, 16K "
-        "context, prompt prefilled in windows of <= 4096 tokens; text decoder on inputs_embeds, "
+        "# Gemma-3-4b_rai_1.8.0_npu_16K\n\nReplica for tests: Token Fusion, CPU+NPU; search.max_length "
+        "4096 and hybrid_opt_max_seq_length 4096, as the real package's config; text decoder on inputs_embeds, "
         "gemma-3-embedding.onnx and gemma-3-vision.onnx (896x896 images, 256 tokens each), "
         "tiny random weights.\n"
         "Quantization of the real package: AWQ / Group 128 / Asymmetric / BFP16 activations / UINT4 weights.\n",
@@ -357,7 +364,7 @@ def llama_hybrid() -> Path:
     (folder / "model.bin").write_bytes(b"\x00" * 64)
     (folder / "cache").mkdir()
     with zipfile.ZipFile(folder / "cache" / "txn_bins.zip", "w") as z:
-        z.writestr("txn_0.bin", b"\x00" * 16)
+        z.writestr(zipfile.ZipInfo("txn_0.bin", date_time=(2025, 1, 1, 0, 0, 0)), b"\x00" * 16)  # the same bytes each build
     (folder / "LICENSE.txt").write_text("MIT License (placeholder in this replica).\n", encoding="utf-8")
     _common_llama_files(folder, name)
     return folder
@@ -374,6 +381,7 @@ def qwen25_rai_1_6() -> Path:
         folder / "rai_config.json",
     )
     shutil.copy2(MODELS / "tiny-qwen3" / "model.onnx", folder / "fusion.onnx")
+    shutil.copy2(MODELS / "tiny-qwen3" / "model.onnx.data", folder / "model.onnx.data")  # the data fusion.onnx names
     (folder / "prefill.pb.bin").write_bytes(b"\x00" * 16)
     for n in ("tokenizer.json", "special_tokens_map.json"):
         shutil.copy2(MODELS / "tiny-qwen3" / n, folder / n)

@@ -88,8 +88,17 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
 
 @pytest.fixture(autouse=True)
 def _no_release_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests see no RYZENAI_VERSION unless they set it."""
-    monkeypatch.delenv("RYZENAI_VERSION", raising=False)
+    """Tests see no RYZENAI_VERSION, RYZENAI_EP_PATH or RYZENAI_LLM_SPLIT_PREFILL unless they set it."""
+    for name in ("RYZENAI_VERSION", "RYZENAI_EP_PATH", "RYZENAI_LLM_SPLIT_PREFILL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def stand_in_eps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Stand-in Ryzen AI EP libraries, built once per run (see tests/ep_stand_ins.py)."""
+    from ep_stand_ins import build
+
+    return build(tmp_path_factory.mktemp("ep"))
 
 
 @pytest.fixture

@@ -70,6 +70,15 @@ class WorkerClient(WorkerConnection, Backend):
         self._loaded_pid: int | None = None
 
     # -- process management
+    def environment(self) -> dict[str, str] | None:
+        """The worker's environment: the Ryzen AI EP library found here, named to it.
+
+        See :func:`~ryzenai_core.package.ep.worker_environment`.
+        """
+        from ..package.ep import worker_environment
+
+        return worker_environment()
+
     def ensure_loaded(self) -> None:
         """Load the model in the worker before a timed call (the load has its own deadline, no call's timeout)."""
         proc = self._ensure()

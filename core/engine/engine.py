@@ -251,6 +251,17 @@ class Engine:
         """Text of token ids."""
         return str(self.backend.call("decode", list(ids)))
 
+    def probe(
+        self, prompt_ids: Sequence[int], steps: int, *, watch: bool = True, exact: bool = False
+    ) -> dict[str, Any]:
+        """A timed greedy decode of ``steps`` tokens after ``prompt_ids``, for ``ryzenai-llm doctor``.
+
+        ``watch``: whether each step's logits are finite; ``exact``: end-of-sequence held off until
+        ``steps`` tokens (as AMD's benchmark). Returns ``{"tokens", "logits", "prefill_seconds",
+        "first_token_seconds", "decode_tokens_per_second"}``.
+        """
+        return dict(self.backend.call("probe", list(prompt_ids), steps, watch, exact))
+
     def load(self) -> float | None:
         """Load the model now (it loads on first use otherwise); returns the load time in seconds."""
         value = self.backend.call("load")

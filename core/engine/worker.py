@@ -64,7 +64,7 @@ def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
 
 
 #: Session methods a caller may run in the worker (besides generations).
-CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load"})
+CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load", "probe"})
 
 
 class _PhaseReporter:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidRequestError, ModelPackageError, RuntimeNotAvailableError, UnsupportedModelError
 from ..package.capabilities import load_problem
+from ..package.ep import EpSearch, explain_ryzenai_failure, prepare_ryzenai_runtime
 from ..package.folder import ModelPackage
-from ..package.runtime import EpSearch, explain_ryzenai_failure, import_oga, prepare_ryzenai_runtime, runtime_info
+from ..package.runtime import import_oga, runtime_info, setup_hint, shared_folders
 from .token_bytes import TokenBytes
 
 if TYPE_CHECKING:  # a caller reads SessionKey here without the template machinery (jinja2)
@@ -86,7 +87,7 @@ def load_model(key: SessionKey, pkg: ModelPackage, template: ChatTemplate) -> Lo
     if pkg.is_ryzenai and provider is None:
         # What AMD's native loader reads, checked before it fails deep in native code; then the
         # EP library made findable as AMD's tools do, in the process that loads the model.
-        for warning in [*pkg.check_npu_files(), *pkg.path_warnings]:
+        for warning in [*pkg.check_npu_files(), *pkg.path_warnings, *_environment_warnings()]:
             log.warning(warning)
         ep = prepare_ryzenai_runtime()
     og = import_oga()
@@ -174,6 +175,18 @@ def load_tokenizer(pkg: ModelPackage) -> Any | None:
         raise load_error(pkg, SessionKey(str(pkg.path)), exc) from exc
 
 
+_environment_checked = False
+
+
+def _environment_warnings() -> list[str]:
+    """What is wrong with this environment's runtimes, said at the first Ryzen AI load of a process only."""
+    global _environment_checked
+    if _environment_checked:
+        return []
+    _environment_checked = True
+    return [shared.describe() for shared in shared_folders()]
+
+
 def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch | None = None) -> Exception:
     """The library's error for the runtime's failure ``exc`` to load ``pkg``: what went wrong and the fix."""
     text = str(exc)
@@ -184,6 +197,12 @@ def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch 
             "onnxruntime-genai (on a Ryzen AI PC: the Ryzen AI release the package was built for), or check "
             "genai_config.json.",
             path=pkg.path / "genai_config.json",
+        )
+    if "external data path" in text.lower():  # a data file the graph names is gone (in a cache: a link to no blob)
+        return ModelPackageError(
+            f"onnxruntime-genai could not load {pkg.name}: a file that holds its weights is missing ({text}). "
+            f"{pkg.download_fix[0].upper()}{pkg.download_fix[1:]}.",
+            path=pkg.path,
         )
     if "session_options" in text and key.session_options != "{}":
         return InvalidRequestError(
@@ -209,9 +228,8 @@ def load_error(pkg: ModelPackage, key: SessionKey, exc: Exception, ep: EpSearch 
     if "ryzenai" in text.lower() or "vitisai" in text.lower() or "custom op" in text.lower():
         return RuntimeNotAvailableError(
             f"loading {pkg.name} needs the Ryzen AI execution provider ({pkg.provider}), which "
-            f"{info.describe()} does not have: {text}. Run it in the Ryzen AI environment the installer "
-            "created, on a PC with the NPU driver installed (e.g. `conda activate ryzen-ai-1.8.0`); to run "
-            "its weights on the CPU anyway (only plain ONNX graphs can), pass provider='cpu'."
+            f"{info.describe()} does not have: {text}. {setup_hint(start=True)}, on a PC with the NPU driver "
+            "installed; to run its weights on the CPU anyway (only plain ONNX graphs can), pass provider='cpu'."
         )
     return ModelPackageError(
         f"onnxruntime-genai ({info.describe()}) could not load {pkg.path}: {text}. Check that the "

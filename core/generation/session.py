@@ -35,6 +35,7 @@ from .call import CallControl, CallSpec, Phase
 from .closer import Closer, TokenIndex
 from .kv_cache import KVCache, feed
 from .loader import Loaded, SessionKey, load_model
+from .probes import GUIDANCE_PROBE, decode_probe, guidance_applies
 from .prompt_builder import Prepared, PromptBuilder
 from .scheduler import ReadWatch, Scheduler
 from .stop import StopChecker
@@ -64,6 +65,7 @@ class Session:
         self._token_index: TokenIndex | None = None
         self._unmaskable: str | None = None
         """The runtime's refusal to mask logits, once it refused (see :meth:`_step`)."""
+        self._guidance: bool | None = None  # whether the runtime applies guidance, once probed
 
     # ------------------------------------------------------------------ loading
     @property
@@ -187,11 +189,6 @@ class Session:
         og = import_oga()
         search = resolve_search(options, dict(self.package.search))
         guidance = options.guidance
-        if guidance is not None and not hasattr(og.GeneratorParams, "set_guidance"):
-            raise GuidanceUnsupportedError(
-                f"constrained decoding ({guidance.type}) needs onnxruntime-genai with guidance support; "
-                f"{runtime_info().describe()} lacks it. Upgrade onnxruntime-genai, or drop the schema/grammar."
-            )
         parser = self._parser(prep, options)
         decoder = self.incremental_decoder()
         plan = prep.plan
@@ -213,6 +210,8 @@ class Session:
         try:
             if control.cancel.is_set():
                 return
+            if guidance is not None:
+                self._check_guidance(og, guidance)
             control.enter(Phase.PREFILL)
             t_prefill = time.perf_counter()
             generator, timings.reused_prompt_tokens = self._generator(og, prep, search, signature, guidance, reuse)
@@ -301,6 +300,45 @@ class Session:
                 size = int(self.package.config.get("model", {}).get("vocab_size", 0))
                 self._token_index = TokenIndex([self.decode([i]).encode() for i in range(size)])
         return self._token_index
+
+    def _check_guidance(self, og: Any, guidance: Any) -> None:
+        """Refuse a constrained call on a runtime that would ignore the constraint (probed once per load)."""
+        if self._guidance is None:
+            loaded = self._require()
+            budget = self.package.budget
+            found = guidance_applies(
+                og, loaded.model, loaded.tokenizer, sliding_window=self.package.sliding_window, window=budget.window
+            )
+            self._guidance = found is not False  # a probe that could not run refuses nothing
+        if not self._guidance:
+            raise GuidanceUnsupportedError(
+                f"constrained decoding ({guidance.type}: structured output, JSON mode, a forced tool call) needs "
+                f"onnxruntime-genai with guidance; {runtime_info().describe()} ignores it (a probe constrained to "
+                f"{GUIDANCE_PROBE!r} wrote something else), so the output would not be constrained. Use a build with "
+                "guidance, or drop the schema/grammar/forced tool call."
+            )
+
+    def probe(self, prompt_ids: Sequence[int], steps: int, watch: bool = True, exact: bool = False) -> dict[str, Any]:
+        """A timed greedy decode of ``steps`` tokens after ``prompt_ids`` (see :func:`.probes.decode_probe`)."""
+        control = CallControl()
+        if not self.scheduler.acquire(control):
+            raise GenerationError("the probe was cancelled while it waited for the model")
+        try:
+            budget = self.package.budget
+            model = self._require().model
+            return decode_probe(
+                import_oga(),
+                model,
+                list(prompt_ids),
+                steps,
+                run=budget.feed_window,
+                sliding_window=self.package.sliding_window,
+                window=budget.window,
+                watch=watch,
+                exact=exact,
+            )
+        finally:
+            self.scheduler.release()
 
     def _parser(self, prep: Prepared, options: GenerationOptions) -> OutputParser:
         """The parser of this call's output: stop strings, reasoning, the template's tool calls."""

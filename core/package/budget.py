@@ -65,6 +65,10 @@ class BudgetPlan:
         decode_buckets: token buckets the history passes through while decoding.
         window: prompt + output tokens the package can hold.
         prompt_limit: the largest prompt the package accepts.
+        prefill_bucket_estimated: the prefill bucket is AMD's generator default, not one of the
+            package's files (Token Fusion packages have none): an estimate of the cost.
+        decode_past_buckets: history tokens the decode passes beyond the package's largest token
+            bucket (no bucket is named for them).
     """
 
     prompt_tokens: int
@@ -77,6 +81,8 @@ class BudgetPlan:
     decode_buckets: list[int] = field(default_factory=list)
     window: int = 0
     prompt_limit: int = 0
+    prefill_bucket_estimated: bool = False
+    decode_past_buckets: int = 0
 
     @property
     def max_length(self) -> int:
@@ -114,6 +120,8 @@ class ContextBudget:
         long_prompts: how a prompt longer than ``prefill_window`` reaches the runtime:
             ``one run``, ``runtime chunks``, ``windows`` (``feed_window``) or ``capped``
             (``prompt_limit`` is one run).
+        prefill_buckets_estimated: ``prefill_buckets`` are AMD's generator defaults standing in
+            for bucket files the package does not have.
     """
 
     window: int
@@ -126,6 +134,7 @@ class ContextBudget:
     feed_window: int | None = None
     image_prompt_limit: int | None = None
     long_prompts: str = "one run"
+    prefill_buckets_estimated: bool = False
 
     def __post_init__(self) -> None:
         if self.window < 2:
@@ -195,7 +204,7 @@ class ContextBudget:
             over = prompt_tokens - self.prompt_limit
             raise ContextWindowExceededError(
                 f"prompt of {prompt_tokens} tokens is over this package's prompt limit of "
-                f"{self.prompt_limit} tokens ({self._limit_source()}) "
+                f"{self.prompt_limit} tokens ({self.limit_reason}) "
                 f"by {over}. Shorten the prompt: retrieve fewer or smaller chunks, drop old "
                 f"turns (overflow policy 'drop_oldest'), or use a package with a larger window.",
                 prompt_tokens=prompt_tokens,
@@ -203,9 +212,11 @@ class ContextBudget:
                 window=self.window,
             )
 
-    def _limit_source(self) -> str:
+    @property
+    def limit_reason(self) -> str:
+        """Where :attr:`prompt_limit` comes from, in words (``its window of 4096 tokens less ...``)."""
         if self.prompt_limit_source == "window":
-            return "its window"
+            return f"its window of {self.window} tokens less the one token an answer needs"
         return f"{self.prompt_limit_source}; window {self.window}"
 
     def plan(self, prompt_tokens: int, max_new_tokens: int | None = None, *, images: bool = False) -> BudgetPlan:
@@ -249,12 +260,13 @@ class ContextBudget:
             prefill_bucket, padding = None, 0
 
         decode: list[int] = []
+        past = 0
         if self.decode_buckets:
+            # Only the package's own token buckets: history past the largest has none.
             first = _bucket_for(prompt_tokens + 1, self.decode_buckets)
             last = _bucket_for(prompt_tokens + granted, self.decode_buckets)
             decode = [b for b in self.decode_buckets if first <= b <= last]
-            beyond = max(first, _round_up(self.decode_buckets[-1] + 1, BUCKET_STEP))
-            decode.extend(range(beyond, last + 1, BUCKET_STEP))
+            past = max(0, prompt_tokens + granted - self.decode_buckets[-1])
 
         return BudgetPlan(
             prompt_tokens=prompt_tokens,
@@ -267,6 +279,8 @@ class ContextBudget:
             decode_buckets=decode,
             window=self.window,
             prompt_limit=self.prompt_limit,
+            prefill_bucket_estimated=self.prefill_buckets_estimated and prefill_bucket is not None,
+            decode_past_buckets=past,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -24,14 +24,15 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..errors import ModelPackageError, RuntimeNotAvailableError, RyzenAIError
+from .ep import ENV_EP_PATH, NpuRuntime, npu_runtime
 from .folder import ModelPackage
 from .hub import resolve_model
-from .runtime import ENV_RELEASE, parse_release, runtime_info
+from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info, setup_hint
 
 if TYPE_CHECKING:  # the template machinery (Jinja) loads when a package's capabilities are first read
     from ..prompt.templates import ChatTemplate
 
-__all__ = ["Capabilities", "capabilities", "load_problem", "read_capabilities"]
+__all__ = ["Capabilities", "capabilities", "load_problem", "read_capabilities", "release_problem", "runtime_release"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ def read_capabilities(
     try:
         folder = resolve_model(model, offline=True).resolve()
         stamp = (folder / "genai_config.json").stat()
-        key = (os.environ.get(ENV_RELEASE), runtime_info(), stamp.st_mtime_ns, stamp.st_size)
+        settings = (os.environ.get(ENV_RELEASE), os.environ.get(ENV_EP_PATH), runtime_info())
+        key = (*settings, stamp.st_mtime_ns, stamp.st_size)
         return _read(str(folder), release, chat_template, key)
     except (RyzenAIError, OSError) as exc:
         logger.debug("no capabilities for %s: %s", model, exc)
@@ -135,37 +137,42 @@ def _read(folder: str, release: str | None, chat_template: str | None, key: tupl
 def load_problem(package: ModelPackage, provider: str | None = None) -> RyzenAIError | None:
     """Why ``package`` cannot load here, or None when nothing stands in the way that files can show.
 
-    Read from the package's files and the installed runtime's metadata (onnxruntime-genai
-    is not imported): a Ryzen AI package needs AMD's Ryzen AI build of onnxruntime-genai, of
-    a release not older than the one the package was built for, and every file the model
-    needs must hold content, not a Git LFS pointer. Whether the NPU driver answers shows
-    only when the model loads.
+    Read from the package's files, the installed runtime's metadata and its Ryzen AI EP library
+    (loaded in a child process; onnxruntime-genai is not imported here): a Ryzen AI package needs
+    a runtime that can run the NPU (:func:`~.ep.npu_runtime`) of the release the package was built
+    for (:func:`release_problem`), and every file the model needs must hold content, not a Git LFS
+    pointer. Whether the NPU driver answers shows only when the model loads.
 
     Args:
         package: the opened package.
         provider: the provider a call asks for (None: the package's own).
     """
     info = runtime_info()
-    if package.is_ryzenai and provider is None and not info.ryzenai:
+    what = (
+        f"{package.name} is a Ryzen AI package ({package.mode.value}, {package.provider} provider"
+        f"{', release ' + package.release if package.release else ''})"
+    )
+    cpu = "To run its weights on the CPU anyway (only plain ONNX graphs can), pass provider='cpu'."
+    if package.is_ryzenai and provider is None and package.layout == "ryzenai":
+        runtime = npu_runtime()
+        if not runtime.usable:
+            return RuntimeNotAvailableError(
+                f"{what} and needs onnxruntime-genai with AMD's Ryzen AI EP library; found {info.describe()}, and "
+                f"{str(runtime.problem).rstrip('.')}. {cpu}"
+            )
+        mismatch = release_problem(package, runtime)
+        if mismatch is not None:
+            return RuntimeNotAvailableError(mismatch)
+    elif package.is_ryzenai and provider is None and not info.ryzenai:
+        # The 1.3-1.6 layouts (custom ops, the 1.4 VitisAI provider) run only on AMD's build of their release.
         return RuntimeNotAvailableError(
-            f"{package.name} is a Ryzen AI package ({package.mode.value}, {package.provider} provider"
-            f"{', release ' + package.release if package.release else ''}) and needs AMD's Ryzen AI build of "
-            f"onnxruntime-genai; found {info.describe()}. On a Ryzen AI PC, activate the Ryzen AI "
-            "environment (e.g. `conda activate ryzen-ai-1.8.0`). To run its weights on the CPU anyway "
-            "(only plain ONNX graphs can), pass provider='cpu'."
-        )
-    built = package.built_for
-    if package.is_ryzenai and provider is None and info.release and built and _newer(built, info.release):
-        return RuntimeNotAvailableError(
-            f"{package.name} was built for Ryzen AI {built}, a newer release than the installed runtime "
-            f"({info.describe()}), which cannot run it. Activate the Ryzen AI {built} environment "
-            f"(e.g. `conda activate ryzen-ai-{built}`), or use the package built for release {info.release}."
+            f"{what} in the {package.layout} layout of Ryzen AI 1.3-1.6, which only AMD's build of onnxruntime-genai "
+            f"of that release loads; found {info.describe()}. On a Ryzen AI PC, {setup_hint()}. {cpu}"
         )
     if not info.installed and importlib.util.find_spec("onnxruntime_genai") is None:
         return RuntimeNotAvailableError(
-            f"{package.name} needs onnxruntime-genai, and none is installed. On a Ryzen AI PC, activate the "
-            "environment the Ryzen AI installer created (e.g. `conda activate ryzen-ai-1.8.0`); elsewhere "
-            "install the CPU build with `pip install 'ryzenai-llm[cpu]'`."
+            f"{package.name} needs onnxruntime-genai, and none is installed. On a Ryzen AI PC, {setup_hint()}; "
+            "elsewhere install the CPU build with `pip install 'ryzenai-llm[cpu]'`."
         )
     try:
         package.check_loadable()
@@ -176,6 +183,34 @@ def load_problem(package: ModelPackage, provider: str | None = None) -> RyzenAIE
     return None
 
 
-def _newer(release: str, than: str) -> bool:
-    """Whether ``release`` is a later Ryzen AI line (major.minor) than ``than``."""
-    return parse_release(release)[:2] > parse_release(than)[:2]
+def runtime_release(runtime: NpuRuntime | None = None) -> tuple[str | None, str]:
+    """The Ryzen AI release of the runtime that runs Ryzen AI packages here, and where it came from.
+
+    ``RYZENAI_VERSION`` when set (it says which release the runtime is), else the runtime's own
+    (see :class:`~.ep.NpuRuntime`); None when neither is known.
+    """
+    env = env_release()
+    if env:
+        return env, f"{ENV_RELEASE}={env}"
+    runtime = runtime or npu_runtime()
+    return runtime.release, runtime.describe()
+
+
+def release_problem(package: ModelPackage, runtime: NpuRuntime | None = None) -> str | None:
+    """Why ``package`` and the runtime are of different Ryzen AI releases (major.minor), or None.
+
+    AMD: "Models from earlier releases are not compatible with this version"; a package of a
+    newer release needs that release's runtime. Unknown on either side (a name without a
+    release, a runtime whose version maps to none) is no problem here (``doctor`` says so).
+    """
+    built = package.built_for
+    runs, source = runtime_release(runtime)
+    if not (package.is_ryzenai and built and runs) or parse_release(built)[:2] == parse_release(runs)[:2]:
+        return None
+    which = "an older" if parse_release(built)[:2] < parse_release(runs)[:2] else "a newer"
+    return (
+        f"{package.name} was built for Ryzen AI {built}, {which} release than the runtime that would run it "
+        f"(Ryzen AI {runs}: {source}); AMD's packages run only on the release they were built for. Use the "
+        f"package built for Ryzen AI {runs} (AMD's Hugging Face collection for that release), or run in the Ryzen AI "
+        f"{built} environment. If this runtime is in fact release {built}, set {ENV_RELEASE}={built}."
+    )

@@ -25,20 +25,20 @@ from typing import Any
 
 from ..compat import StrEnum
 from ..errors import ConfigError, LfsPointerError, ModelNotFoundError, ModelPackageError
-from .budget import DEFAULT_DECODE_BUCKETS, DEFAULT_PREFILL_BUCKETS, ContextBudget
+from .budget import ContextBudget
 from .hub import cache_repository, package_name
+from .limits import long_prompt_policy, package_budget
 from .reuse import kv_reuse_policy
-from .runtime import ENV_RELEASE
 from .scan import (
+    broken_links,
     check_relative,
     choose_release,
-    config_int,
+    external_data_names,
     inside_folder,
     is_lfs_pointer,
     is_vision_state,
     missing_npu_files,
     path_hazards,
-    prompt_limit_key,
     read_json,
     read_provider,
     read_tokenizer,
@@ -46,6 +46,7 @@ from .scan import (
     scan_buckets,
     scan_lfs,
     walk_files,
+    windows_path_settings,
 )
 
 __all__ = ["IMAGE_TOKENS", "NARROW_PATHS", "Mode", "ModelPackage"]
@@ -111,6 +112,8 @@ class ModelPackage:
     ``cache/`` with its fused-operator blueprints, the unbucketed ``dd_metastate_*.state``."""
     longest_file: str | None = None
     """The package's longest file path, relative to :attr:`path` (for :attr:`path_warnings`)."""
+    broken_links: tuple[str, ...] = ()
+    """Links in the folder whose target is gone (a Hugging Face cache download that stopped early)."""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -243,6 +246,7 @@ class ModelPackage:
             search=search,
             missing_files=missing_npu_files(folder, nodes, files),
             longest_file=max((p.relative_to(folder).as_posix() for p in files), key=len, default=None),
+            broken_links=tuple(broken_links(folder, depth=3)),
         )
 
     # ------------------------------------------------------------------ facts
@@ -330,29 +334,50 @@ class ModelPackage:
             return {}
         return {str(k): int(v) for k, v in table.items() if isinstance(v, (int, str)) and str(v).strip().isdigit()}
 
+    @property
+    def external_data(self) -> dict[str, tuple[str, ...]]:
+        """The external data files each ONNX graph of the package names (``model.onnx`` -> ``model.onnx.data``)."""
+        graphs = [self.decoder_file, *(f for f in self.vision_files if f.suffix == ".onnx")]
+        return {g.name: names for g in graphs if (names := external_data_names(g))}
+
     def required_files(self) -> list[Path]:
-        """Files that must hold real content to load the model."""
+        """Files that must hold real content to load the model: the graphs, the data files they name, the tokenizer."""
         files = [self.decoder_file, *self.external_files, *self.tokenizer_files]
+        graphs = [self.decoder_file, *(f for f in self.vision_files if f.suffix == ".onnx")]
+        for graph in graphs:
+            files.extend(graph.with_name(name) for name in external_data_names(graph))
         data = self.decoder_file.with_name(self.decoder_file.name + ".data")
         if data.exists():
             files.append(data)
-        return files
+        return list(dict.fromkeys(files))
+
+    @property
+    def download_fix(self) -> str:
+        """How to get the files a partial download lacks: ``ryzenai-llm pull REPO`` in a Hugging Face cache."""
+        repo = cache_repository(self.path)
+        if repo is not None:
+            return f"run `ryzenai-llm pull {repo.repo_id}` to fetch what is missing"
+        return "download the complete package (in a git clone: `git lfs pull`)"
 
     def check_loadable(self) -> None:
-        """Raise a :class:`ModelPackageError` if a file needed to load is missing or a pointer.
+        """Raise a :class:`ModelPackageError` if a file needed to load is missing, a broken link or a pointer.
 
         Raises:
             LfsPointerError: a needed file is a Git LFS pointer.
-            ModelPackageError: a needed file is missing.
+            ModelPackageError: a needed file is missing (or a link to a blob that is gone).
         """
         files = self.required_files()
         for f in files:
-            if not f.exists():
+            if f.is_symlink() and not f.exists():
                 raise ConfigError(
-                    f"{f.name} is named in genai_config.json but missing from {self.path}; "
-                    "download the complete package",
+                    f"{f.name} in {self.path} is a link to {os.readlink(f)}, which is not there (the Hugging Face "
+                    f"download stopped early, or the cache was pruned): {self.download_fix}",
                     path=f,
                 )
+            if not f.exists():
+                graphs = [graph for graph, names in self.external_data.items() if f.name in names]
+                named = f"{graphs[0]} keeps its weights in it" if graphs else "genai_config.json names it"
+                raise ConfigError(f"{f.name} is missing from {self.path} ({named}): {self.download_fix}", path=f)
         pointers = [f for f in files if is_lfs_pointer(f)]
         if len(pointers) == 1:
             f = pointers[0]
@@ -411,81 +436,14 @@ class ModelPackage:
     @property
     def path_warnings(self) -> list[str]:
         """Path hazards of this package for AMD's native loader (see :func:`path_hazards`)."""
-        return path_hazards(str(self.path), self.longest_file, windows=NARROW_PATHS)
+        long_paths, utf8 = windows_path_settings() if NARROW_PATHS else (None, None)
+        return path_hazards(str(self.path), self.longest_file, windows=NARROW_PATHS, long_paths=long_paths, utf8=utf8)
 
     # ------------------------------------------------------------------ budget
     @cached_property
     def budget(self) -> ContextBudget:
-        """The package's :class:`~ryzenai_core.package.budget.ContextBudget` for :attr:`release`."""
-        cfg_path = self.path / "genai_config.json"
-        model = self.config["model"]
-        candidates: list[int] = []
-        if "context_length" in model:
-            candidates.append(config_int(model["context_length"], "model.context_length", cfg_path))
-        if "max_length" in self.search:
-            candidates.append(config_int(self.search["max_length"], "search.max_length", cfg_path))
-        kv = self.provider_options.get("max_length_for_kv_cache")
-        if kv is not None:
-            candidates.append(config_int(kv, "max_length_for_kv_cache", cfg_path))
-        if not candidates:
-            raise ConfigError(
-                f"{cfg_path} sets neither model.context_length nor search.max_length; add one", path=cfg_path
-            )
-        window = min(candidates)
-        seq = self.provider_options.get("hybrid_opt_max_seq_length")
-        prefill_window = config_int(seq, "hybrid_opt_max_seq_length", cfg_path) if seq is not None else None
-
-        limit, source = window, "window"
-        limits = self.rai_prompt_limits
-        if limits:
-            key = prompt_limit_key(limits, self.release)
-            limit = min(limits[key], window)
-            source = (
-                f"rai_config.json max_prompt_length[{key!r}] for release {self.release}"
-                if self.release
-                else f"rai_config.json max_prompt_length[{key!r}], the smallest entry, since the "
-                f"Ryzen AI release is unknown (set {ENV_RELEASE} to choose)"
-            )
-
-        feed = image_limit = None
-        long_prompts = "one run"
-        if prefill_window is not None and prefill_window < limit:
-            if self.runtime_chunks_prefill:
-                long_prompts = "runtime chunks"
-            elif self.sliding_window is not None:
-                # Fed in windows, the prefill would be split past the declared sliding window,
-                # which is not exact (the window-sized KV cache has evicted what a one-run
-                # prefill still attends to): such a package takes one run's prompt.
-                limit, long_prompts = prefill_window, "capped"
-                source = (
-                    f"hybrid_opt_max_seq_length {prefill_window}: one prefill run, since the decoder's "
-                    f"{self.sliding_window}-token sliding window makes a prefill split into runs inexact"
-                )
-            else:
-                feed = image_limit = prefill_window
-                long_prompts = "windows"
-
-        prefill: tuple[int, ...] = self.prefill_buckets_found
-        decode: tuple[int, ...] = self.decode_buckets_found
-        if self.mode in (Mode.FULL_FUSION, Mode.TOKEN_FUSION, Mode.NPU):
-            cap = prefill_window or window
-            if not prefill:
-                prefill = tuple(b for b in DEFAULT_PREFILL_BUCKETS if b <= cap) or (cap,)
-            if not decode:
-                decode = tuple(b for b in DEFAULT_DECODE_BUCKETS if b <= window) or (window,)
-        elif self.mode is Mode.HYBRID and prefill:
-            decode = ()
-        return ContextBudget(
-            window=window,
-            prompt_limit=limit,
-            prefill_window=prefill_window,
-            prefill_buckets=prefill,
-            decode_buckets=decode,
-            prompt_limit_source=source,
-            feed_window=feed,
-            image_prompt_limit=image_limit,
-            long_prompts=long_prompts,
-        )
+        """The package's :class:`~.budget.ContextBudget` for :attr:`release` (see :mod:`.limits`)."""
+        return package_budget(self)
 
     @property
     def runtime_chunks_prefill(self) -> bool:
@@ -498,28 +456,8 @@ class ModelPackage:
 
     @property
     def long_prompts(self) -> dict[str, Any]:
-        """How a prompt longer than one prefill run reaches the runtime (``ryzenai-llm info``).
-
-        ``policy`` is ``one run`` (no run length, or runs as long as the prompt limit),
-        ``runtime chunks`` (the runtime splits it, ``search.chunk_size``), ``windows`` (the
-        engine feeds text prompts in runs of at most ``run_length`` tokens and limits prompts
-        with images to one run) or ``capped`` (the prompt limit is one run: the decoder's
-        sliding window makes a split prefill inexact).
-        """
-        b = self.budget
-        run = b.prefill_window
-        details = {
-            "one run": "the whole prompt is prefilled in one run",
-            "runtime chunks": f"the runtime prefills in chunks of {self.search.get('chunk_size')} tokens",
-            "windows": (
-                f"text prompts are fed in runs of at most {run} tokens (hybrid_opt_max_seq_length; the runtime "
-                f"does not split {self.model_type!r} prompts itself); a prompt with images is one run, so at "
-                f"most {b.image_prompt_limit} tokens"
-            ),
-            "capped": f"prompts are limited to one prefill run of {run} tokens ({b.prompt_limit_source})",
-        }
-        policy, detail = b.long_prompts, details[b.long_prompts]
-        return {"policy": policy, "run_length": run, "detail": detail}
+        """How a prompt longer than one prefill run reaches the runtime (see :func:`.limits.long_prompt_policy`)."""
+        return long_prompt_policy(self)
 
     def describe(self) -> dict[str, Any]:
         """The JSON-ready summary used by ``ryzenai-llm info --json``."""
@@ -540,6 +478,8 @@ class ModelPackage:
             "image_tokens": self.image_tokens,
             "lfs_pointers": list(self.lfs_pointers),
             "missing_files": list(self.missing_files),
+            "broken_links": list(self.broken_links),
+            "external_data": {graph: list(names) for graph, names in self.external_data.items()},
             "path_warnings": self.path_warnings,
             "chat_template": (
                 str(self.chat_template_file.name)
@@ -553,6 +493,7 @@ class ModelPackage:
                 "prefill_window": b.prefill_window,
                 "prefill_buckets": list(b.prefill_buckets),
                 "decode_buckets": list(b.decode_buckets),
+                "prefill_buckets_estimated": b.prefill_buckets_estimated,
                 "feed_window": b.feed_window,
                 "image_prompt_limit": b.image_prompt_limit,
             },

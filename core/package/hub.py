@@ -3,7 +3,8 @@
 ``resolve_model("amd/Llama-3.2-1B_rai_1.8.0_npu_4K")`` returns the local folder of that
 repository: from the Hugging Face cache when it is there (works offline), else downloaded
 with a progress bar, LFS content included (huggingface_hub fetches file contents, never
-pointers). Offline without a cached copy is a clear error.
+pointers). Offline without a cached copy is a clear error. A bare AMD package name
+(``Llama-3.2-1B_rai_1.8.0_npu_4K``, as people write it) is ``amd/<name>`` in the cache.
 
 A cached repository is a folder of symlinks: huggingface_hub stores each file once under
 ``models--<owner>--<name>/blobs/`` and makes ``snapshots/<revision>/`` a tree of relative
@@ -27,6 +28,10 @@ __all__ = ["CacheRepository", "cache_repository", "package_name", "pull_model", 
 log = logging.getLogger("ryzenai_core")
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: A package name as AMD publishes it, without its owner (``Qwen3-4B_rai_1.8.0_npu_4K``).
+_AMD_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(?:_rai_|ryzenai[-_])\d+\.\d+[\w.-]*$", re.IGNORECASE)
+#: Where AMD publishes its Ryzen AI packages on the Hugging Face Hub.
+AMD_OWNER = "amd"
 
 
 @dataclass(frozen=True)
@@ -123,8 +128,9 @@ def resolve_model(
     """The local folder for ``model``.
 
     Args:
-        model: a folder, the name of an embedded model (``tiny-qa-llama``), or a Hugging
-            Face repository id (``amd/Qwen3-4B_rai_1.8.0_npu_4K``).
+        model: a folder, the name of an embedded model (``tiny-qa-llama``), a Hugging Face
+            repository id (``amd/Qwen3-4B_rai_1.8.0_npu_4K``), or an AMD package's bare name
+            (``Qwen3-4B_rai_1.8.0_npu_4K``: ``amd/<name>`` when it is in the cache).
         revision: branch, tag or commit of a repository.
         cache_dir: the Hugging Face cache (default: ``HF_HUB_CACHE`` / ``~/.cache/huggingface``).
         offline: never download (default: the ``HF_HUB_OFFLINE`` environment variable).
@@ -133,7 +139,7 @@ def resolve_model(
 
     Raises:
         ModelNotFoundError: not a folder, not embedded, and not in the cache while offline
-            (or the download failed); the message says what to do.
+            (or the download failed), or a bare AMD name not in the cache; the message says what to do.
     """
     path = Path(model).expanduser()
     if path.exists():
@@ -151,6 +157,8 @@ def resolve_model(
             "packages: `git clone` the model repository, then `git lfs pull` in it)"
         )
         raise ModelNotFoundError(hint.format(model=text), path=path)
+    if _AMD_NAME.match(text):
+        return _amd_package(text, revision, cache_dir)
     if not _REPO_ID.match(text):
         raise ModelNotFoundError(
             f"model {text!r} is neither a folder nor a Hugging Face repository id like "
@@ -179,6 +187,28 @@ def resolve_model(
         )
     log.info("downloading %s from the Hugging Face Hub (first use only)", text)
     return _download(text, revision, cache)
+
+
+def _amd_package(name: str, revision: str | None, cache_dir: str | os.PathLike[str] | None) -> Path:
+    """A bare AMD package name (``Qwen3-4B_rai_1.8.0_npu_4K``): ``amd/<name>`` from the cache, never downloaded.
+
+    Raises:
+        ModelNotFoundError: it is not there; the message gives the repository id and the command that fetches it.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    repo = f"{AMD_OWNER}/{name}"
+    cache = str(cache_dir) if cache_dir is not None else None
+    try:
+        return Path(snapshot_download(repo, revision=revision, cache_dir=cache, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    raise ModelNotFoundError(
+        f"model {name!r} is not a folder here, and AMD's repository {repo} is not in the Hugging Face cache "
+        f"({cache or 'default cache'}). Fetch it with `ryzenai-llm pull {repo}`, or pass model={repo!r} "
+        "(downloaded on first use), or the folder that holds genai_config.json."
+    )
 
 
 def pull_model(

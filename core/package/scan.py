@@ -17,15 +17,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..errors import ConfigError, LfsPointerError, MissingTokenizerError, UnsafePathError
+from .ep import npu_runtime
 from .runtime import ENV_RELEASE, env_release, parse_release, runtime_info
 
 __all__ = [
     "MAX_NARROW_PATH",
+    "broken_links",
+    "external_data_names",
     "check_relative",
     "choose_release",
     "config_int",
@@ -34,6 +39,7 @@ __all__ = [
     "is_vision_state",
     "missing_npu_files",
     "path_hazards",
+    "windows_path_settings",
     "prompt_limit_key",
     "read_json",
     "read_provider",
@@ -55,8 +61,6 @@ _DECODE_RE = re.compile(
 _VISION_RE = re.compile(r"^dd_metastate_Llm_Vision_")
 _RELEASE_IN_NAME = re.compile(r"(?:_rai_|ryzenai[-_])(\d+\.\d+(?:\.\d+)?)(?=[_\-.]|$)", re.IGNORECASE)
 _RYZENAI_ENTRY_KEYS = ("hybrid_opt_token_backend", "hybrid_opt_max_seq_length", "max_length_for_kv_cache")
-#: The fused phases of an NPU package, as its ``dd_metastate_Llm_<phase>_...`` file names say.
-_PHASES = ("Prefill", "Token_Token")
 
 #: The longest path (without the closing NUL) that Windows file APIs take from code that does
 #: not opt in to long paths (MAX_PATH is 260 with the NUL).
@@ -151,18 +155,54 @@ def inside_folder(folder: Path, value: str, where: str, cfg_path: Path, linked: 
     return path
 
 
-def path_hazards(folder: str, longest_file: str | None, *, windows: bool) -> list[str]:
+def windows_path_settings() -> tuple[bool | None, bool | None]:
+    """(long paths enabled, ANSI code page is UTF-8) on this Windows machine; (None, None) elsewhere or unknown.
+
+    Read from the registry's ``LongPathsEnabled`` (under ``Control/FileSystem``) and ``GetACP()`` (65001 is UTF-8).
+    """
+    if sys.platform != "win32":
+        return None, None
+    long_paths: bool | None = None
+    utf8: bool | None = None
+    try:  # pragma: no cover - Windows only
+        import ctypes
+        import winreg
+
+        with winreg.OpenKey(winreg.HKEY_LOCAL_MACHINE, r"SYSTEM\CurrentControlSet\Control\FileSystem") as key:
+            long_paths = bool(winreg.QueryValueEx(key, "LongPathsEnabled")[0])
+    except OSError:
+        long_paths = False
+    try:  # pragma: no cover - Windows only
+        utf8 = ctypes.windll.kernel32.GetACP() == 65001
+    except (AttributeError, OSError):
+        utf8 = None
+    return long_paths, utf8
+
+
+def path_hazards(
+    folder: str,
+    longest_file: str | None,
+    *,
+    windows: bool,
+    long_paths: bool | None = None,
+    utf8: bool | None = None,
+) -> list[str]:
     """What in a package's path can stop AMD's native loader, with the fix; empty when nothing.
 
     On Windows the loader receives paths as narrow strings in the ANSI code page, and native
     readers rarely opt in to paths over :data:`MAX_NARROW_PATH` characters: a non-ASCII folder
     name or a deep Hugging Face cache path (a Gemma 16K state file in the default cache is about
     250 characters with a 19-character user name) can fail there. Linux has neither limit.
+    Windows' own settings soften this: with the UTF-8 code page (65001) a narrow path holds any
+    character, and with ``LongPathsEnabled`` Windows takes long paths from Python's process
+    (native code with fixed 260-character buffers can still fail).
 
     Args:
         folder: the package folder, as the runtime is given it.
         longest_file: the package's longest file path relative to ``folder``, if known.
         windows: judge as on Windows (the decision is made by the caller, so it can be tested).
+        long_paths: Windows' ``LongPathsEnabled`` (None: unknown).
+        utf8: whether the ANSI code page is UTF-8 (None: unknown).
     """
     if not windows:
         return []
@@ -172,17 +212,25 @@ def path_hazards(folder: str, longest_file: str | None, *, windows: bool) -> lis
     )
     out = []
     odd = sorted({c for c in folder if not c.isascii()})
-    if odd:
+    if odd and not utf8:
         out.append(
             f"the package path {folder} holds non-ASCII characters ({''.join(odd)}); AMD's native loader takes "
             f"paths in the ANSI code page and may not open it. Fix: {fix}."
         )
     longest = str(PureWindowsPath(folder, longest_file)) if longest_file else folder
     if len(longest) > MAX_NARROW_PATH:
-        out.append(
-            f"the package's longest file path is {len(longest)} characters ({longest}), over the "
-            f"{MAX_NARROW_PATH} that native code without long-path support can open. Fix: {fix}."
-        )
+        if long_paths:
+            out.append(
+                f"the package's longest file path is {len(longest)} characters ({longest}), over {MAX_NARROW_PATH}; "
+                "LongPathsEnabled is on, so Windows takes it from this process, but native code with fixed "
+                f"260-character buffers may still fail. If the load fails: {fix}."
+            )
+        else:
+            out.append(
+                f"the package's longest file path is {len(longest)} characters ({longest}), over the "
+                f"{MAX_NARROW_PATH} that native code without long-path support can open (LongPathsEnabled is off). "
+                f"Fix: {fix}."
+            )
     return out
 
 
@@ -190,22 +238,20 @@ def missing_npu_files(folder: Path, nodes: Mapping[str, str], files: list[Path])
     """The NPU files a package's bucket files imply, that are not there.
 
     Each fused phase whose bucket files are present (``dd_metastate_Llm_<phase>_<node>_..._padded_N_``)
-    has one unbucketed ``dd_metastate_Llm_<phase>_<node>.state``. A Full-Fusion package (both
-    phases) carries its fused-operator blueprints in ``cache/`` (``<node>_meta.json`` and
-    ``Token_<node>_meta.json``), as AMD's Full-Fusion packages do; ``.cache/`` counts too.
-    Token-Fusion and hybrid packages are not asked for ``cache/`` (what their loader needs there
-    is not known).
+    has one unbucketed ``dd_metastate_Llm_<phase>_<node>.state`` and a fused-operator blueprint in
+    ``cache/`` (``.cache/`` counts too), which every DD kernel reads: ``<node>_meta.json`` for the
+    prefill phase, ``Token_<node>_meta.json`` for the token phase. So a Full-Fusion package (both
+    phases) needs both blueprints, a Token-Fusion package (the token phase only) the second.
     """
     missing: list[str] = []
-    if set(nodes) == set(_PHASES):
+    if nodes:
         cache = next((folder / n for n in ("cache", ".cache") if (folder / n).is_dir()), None)
         if cache is None:
             missing.append("cache/")
         else:
             for phase, blueprint in (("Prefill", "{}_meta.json"), ("Token_Token", "Token_{}_meta.json")):
-                name = blueprint.format(nodes[phase])
-                if not (cache / name).is_file():
-                    missing.append(f"{cache.name}/{name}")
+                if phase in nodes and not (cache / blueprint.format(nodes[phase])).is_file():
+                    missing.append(f"{cache.name}/{blueprint.format(nodes[phase])}")
     names = {p.name for p in files}
     for phase, node in nodes.items():
         state = f"dd_metastate_Llm_{phase}_{node}.state"
@@ -285,6 +331,67 @@ def walk_files(folder: Path, depth: int) -> list[Path]:
     return out
 
 
+def broken_links(folder: Path, depth: int) -> list[str]:
+    """Links under ``folder`` (down to ``depth`` levels) whose target is not there, relative to ``folder``, sorted.
+
+    In a Hugging Face cache every file of a snapshot is a link into ``blobs/``: an interrupted or
+    pruned download leaves links to blobs that are gone.
+    """
+    out: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for e in entries:
+        if e.is_symlink() and not os.path.exists(e.path):
+            out.append(e.name)
+        elif e.is_dir() and not e.name.startswith(".git") and depth > 1:
+            out.extend(f"{e.name}/{name}" for name in broken_links(Path(e.path), depth - 1))
+    return sorted(out)
+
+
+#: A tensor's external data location in an ONNX graph: ``StringStringEntryProto {key: "location", value: ...}``.
+_LOCATION = re.compile(rb"\x0a\x08location\x12")
+#: ONNX graphs larger than this are not read for their external data (they hold their weights).
+_ONNX_SCAN_BYTES = 64 * 1024 * 1024
+
+
+def external_data_names(onnx: Path) -> tuple[str, ...]:
+    """The external data files an ONNX graph names (``model.onnx.data``), relative to its folder.
+
+    Read from the graph's bytes without an ONNX library; a graph that is missing, an LFS pointer
+    or larger than 64 MB names none here.
+    """
+    try:
+        stat = onnx.stat()
+    except OSError:
+        return ()
+    if stat.st_size > _ONNX_SCAN_BYTES or stat.st_size < 16:
+        return ()
+    return _external_data_names(str(onnx), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _external_data_names(path: str, size: int, mtime: int) -> tuple[str, ...]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return ()
+    names: set[str] = set()
+    for m in _LOCATION.finditer(data):
+        pos, length, shift = m.end(), 0, 0
+        while pos < len(data):  # a varint: the value's length
+            byte = data[pos]
+            length |= (byte & 0x7F) << shift
+            pos, shift = pos + 1, shift + 7
+            if byte < 0x80:
+                break
+        name = data[pos : pos + length].decode("utf-8", "replace")
+        if name and 0 < length < 4096:
+            names.add(name)
+    return tuple(sorted(names))
+
+
 def scan_lfs(folder: Path, files: list[Path]) -> list[str]:
     """The ``files`` that are Git LFS pointers, relative to ``folder``, sorted."""
     return sorted(str(p.relative_to(folder).as_posix()) for p in files if is_lfs_pointer(p))
@@ -294,9 +401,10 @@ def choose_release(name: str, name_source: str, explicit: str | None) -> tuple[s
     """The Ryzen AI release a package is planned for, and where it came from.
 
     The release that runs the package decides its prompt limit: ``RYZENAI_VERSION``, else the
-    ``release`` argument, else the installed Ryzen AI runtime, and only when that is unknown
-    (a CPU build, or a Ryzen AI build of an unknown version) the release the package's name
-    says it was built for.
+    ``release`` argument, else the installed runtime's (AMD's build, or any build whose Ryzen AI
+    EP library loads: see :func:`~.ep.npu_runtime`), and only when that is unknown (a CPU
+    build, or a Ryzen AI build of an unknown version) the release the package's name says it
+    was built for.
     """
     env = env_release()
     if env:
@@ -307,6 +415,9 @@ def choose_release(name: str, name_source: str, explicit: str | None) -> tuple[s
     info = runtime_info()
     if info.ryzenai and info.release:
         return info.release, f"installed runtime {info.distribution} {info.version}"
+    runtime = npu_runtime() if info.installed and not info.ryzenai else None
+    if runtime is not None and runtime.usable and runtime.release:
+        return runtime.release, f"installed runtime {info.distribution} {info.version} with its Ryzen AI EP library"
     m = _RELEASE_IN_NAME.search(name)
     if m:
         return m.group(1), f"{name_source}, as the installed runtime's release is unknown"

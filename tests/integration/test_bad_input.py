@@ -96,7 +96,7 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
         UnsafePathError, ["external_data_file", "'/etc/shadow'"]),
     "Ryzen AI package without the Ryzen AI runtime": (
         lambda t, x: gen(Engine.get(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K", execution=x)),
-        RuntimeNotAvailableError, ["Qwen3-4B_rai_1.8.0_npu_4K", "Ryzen AI build", "not a Ryzen AI build", "provider='cpu'"]),
+        RuntimeNotAvailableError, ["Qwen3-4B_rai_1.8.0_npu_4K", "AMD's Ryzen AI EP library", "a public build", "provider='cpu'"]),
     "1.6 layout on a newer runtime": (
         lambda t, x: gen(Engine.get(REPLICAS / "Qwen-2.5-1.5B-Instruct-onnx-ryzenai-npu", provider="cpu", execution=x)),
         RuntimeNotAvailableError, ["custom-ops layout", "matching Ryzen AI runtime"]),
@@ -117,10 +117,10 @@ ROWS: dict[str, tuple[Callable[[Path], object], type[RyzenAIError], list[str]]] 
     "empty stop string": (lambda t, x: validated_options(stop=[""]), InvalidRequestError, ["stop", "non-empty"]),
     "prompt over the limit (error policy)": (
         lambda t, x: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution=x), [ChatMessage("user", "word " * 300)]),
-        ContextWindowExceededError, ["prompt of", "limit of 128", "Shorten the prompt"]),
+        ContextWindowExceededError, ["prompt of", "limit of 127", "Shorten the prompt"]),
     "prompt over the limit (drop_oldest, nothing to drop)": (
         lambda t, x: gen(Engine.get(edited(t, TINY_LLAMA, small_window), execution=x), [ChatMessage("system", "rule " * 300), ChatMessage("user", "hi")], overflow="drop_oldest"),
-        ContextWindowExceededError, ["limit of 128", "Dropping old turns did not help"]),
+        ContextWindowExceededError, ["limit of 127", "Dropping old turns did not help"]),
     "bad overflow policy": (lambda t, x: validated_options(overflow="truncate"), InvalidRequestError, ["overflow='truncate'", "'error' or 'drop_oldest'"]),
     "tool without a name": (lambda t, x: gen(shared(x), tools=[{"type": "function", "function": {"description": "x"}}]), InvalidRequestError, ["no function name", "'name'"]),
     "tool parameters not an object": (
@@ -175,7 +175,8 @@ def test_plain_package_limit_error_names_the_window_once():
     with pytest.raises(ContextWindowExceededError) as info:
         engine.generate([ChatMessage("user", "x " * 5000)], validated_options(max_new_tokens=3))
     message = str(info.value)
-    assert "prompt limit of 4096 tokens (its window)" in message and message.count("window 4096") == 0
+    assert "prompt limit of 4095 tokens (its window of 4096 tokens less the one token an answer needs)" in message
+    assert message.count("4096") == 1  # the window named once
 
 
 def test_a_provider_missing_from_the_runtime_says_which_build_to_install():

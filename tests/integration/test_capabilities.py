@@ -69,7 +69,7 @@ def test_vision_fixture_takes_images():
     assert caps.images and caps.image_tokens == 256
     assert not caps.tools and not caps.reasoning  # Gemma 3's template has neither
     npu = read_capabilities(GEMMA3_NPU)
-    assert npu.images and npu.prompt_limit == 16383
+    assert npu.images and npu.prompt_limit == 4095  # search.max_length 4096, as the real package
 
 
 def test_a_template_override_changes_what_the_package_can_do():
@@ -106,12 +106,13 @@ def test_an_edited_config_is_read_again(copy_package):
 def test_load_problem_on_this_machine():
     assert load_problem(ModelPackage.open(TINY_LLAMA)) is None
     problem = load_problem(ModelPackage.open(LLAMA_NPU))
-    assert isinstance(problem, RuntimeNotAvailableError) and "Ryzen AI build" in str(problem)
+    assert isinstance(problem, RuntimeNotAvailableError) and "AMD's Ryzen AI EP library" in str(problem)
     assert load_problem(ModelPackage.open(LLAMA_NPU), provider="cpu") is None
 
 
-def test_load_problem_names_lfs_pointers(installed):
+def test_load_problem_names_lfs_pointers(installed, monkeypatch, stand_in_eps):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))  # Ryzen AI 1.8
+    monkeypatch.setenv("RYZENAI_EP_PATH", str(stand_in_eps["no_device"]))  # with its EP library
     assert load_problem(ModelPackage.open(LLAMA_NPU)) is None
     problem = load_problem(ModelPackage.open(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K-lfs-pointers"))
     assert "Git LFS pointer" in str(problem) and "git lfs pull" in str(problem)
@@ -119,7 +120,7 @@ def test_load_problem_names_lfs_pointers(installed):
 
 def test_load_problem_names_a_package_newer_than_the_runtime(installed):
     installed(("onnxruntime-genai-ryzenai", "0.11.2"))  # Ryzen AI 1.7
-    assert "built for Ryzen AI 1.8.0, a newer release" in str(load_problem(ModelPackage.open(LLAMA_NPU)))
+    assert "was built for Ryzen AI 1.8.0, a newer release" in str(load_problem(ModelPackage.open(LLAMA_NPU)))
 
 
 # ---------------------------------------------------------------------- LangChain: profile

@@ -29,7 +29,7 @@ def test_info_json_schema(capsys):
     assert KEYS <= data.keys() and BUDGET_KEYS <= data["budget"].keys()
     assert "plan" not in data
     assert data["mode"] == "full-fusion" and data["release"] == "1.8.0" and data["token_backend"] == "npu"
-    assert data["budget"]["prompt_limit"] == 4096
+    assert data["budget"]["prompt_limit"] == 4095  # max_prompt_length 4096 less the answer's token: one number
 
 
 def test_info_json_plan(capsys):
@@ -79,8 +79,10 @@ def test_info_text_default_model(capsys):
 
 
 def test_info_text_plan_for_token_fusion(capsys):
-    _, out, _ = run(capsys, "info", str(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"), "--prompt-tokens", "9000")
-    assert "token-fusion" in out and "3 prefill runs" in out
+    _, out, _ = run(capsys, "info", str(REPLICAS / "Gemma-3-4b_rai_1.8.0_npu_16K"), "--prompt-tokens", "3000")
+    assert "token-fusion" in out and "prefill runs" not in out  # its window (search.max_length) is one run
+    assert "prefill bucket  3072, 72 padding tokens (an estimate: the package has no prefill bucket files)" in out
+    assert "decode buckets  3072, 4096" in out
     vision = next(line for line in out.splitlines() if line.startswith("vision"))
     assert "gemma-3-vision.onnx" in vision and "gemma-3-embedding.onnx" in vision
     assert "256 prompt tokens per image" in vision and "2 NPU vision state file(s)" in vision

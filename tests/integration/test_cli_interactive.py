@@ -56,7 +56,7 @@ def test_chat_answers_then_leaves(capsys, monkeypatch, leave):
     code, out = chat(capsys)
     assert code == 0
     assert prompts == ["you> ", "you> "]  # nothing read after leaving
-    assert out.startswith("tiny-qwen3: plain, window 4096, prompt limit 4096. /help for commands")
+    assert out.startswith("tiny-qwen3: plain, window 4096, prompt limit 4095. /help for commands")
     assert len(answers(out)) == 1
     (status,) = STATUS.findall(flat(out))
     assert int(status[1]) == 3 and int(status[0]) + 3 == int(status[2])
@@ -83,7 +83,7 @@ def test_chat_shows_an_engine_error_in_red_and_keeps_going(capsys, monkeypatch):
     typed(monkeypatch, [f"{LONG_PROMPT} {LONG_PROMPT}", "hi", EOFError])
     code, out = chat(capsys)
     assert code == 0
-    red = re.search(r"\x1b\[31m(error: prompt of (\d+) tokens is over this package's prompt limit of 4096[^\x1b]*)", out)
+    red = re.search(r"\x1b\[31m(error: prompt of (\d+) tokens is over this package's prompt limit of 4095[^\x1b]*)", out)
     assert red, out
     assert int(red.group(2)) > 4096 and "drop_oldest" in red.group(1)
     assert STATUS.search(out)  # the next message is answered

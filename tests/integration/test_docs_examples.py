@@ -31,6 +31,8 @@ STAND_INS = {
     '"amd/Llama-3.2-1B_rai_1.8.0_npu_4K"': repr(str(MODELS / "tiny-llama")),
     '"C:/models/Llama-3.2-1B_rai_1.8.0_npu_4K"': repr(str(MODELS / "tiny-llama")),
     '"Qwen3-4B_rai_1.8.0_npu_4K"': repr(str(MODELS / "tiny-qwen3")),
+    '"amd/Qwen3-4B_rai_1.8.0_npu_4K"': repr(str(MODELS / "tiny-qwen3")),
+    '"amd/Gemma-3-4b_rai_1.8.0_npu_16K"': repr(str(MODELS / "tiny-gemma3-vision")),
     '"C:/models/Qwen3-4B_rai_1.8.0_npu_4K"': repr(str(MODELS / "tiny-qwen3")),
     '"Gemma-3-4b_rai_1.8.0_npu_16K"': repr(str(MODELS / "tiny-gemma3-vision")),
     '"BAAI/bge-small-en-v1.5"': repr(str(FIXTURES / "embeddings" / "tiny-bert-st")),

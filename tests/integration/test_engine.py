@@ -178,7 +178,7 @@ def test_prompt_over_the_limit_is_a_typed_error(copy_package):
     long = [ChatMessage("system", "Be brief."), *[ChatMessage("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12) for i in range(9)]]
     with pytest.raises(ContextWindowExceededError) as info:
         e.generate(long, opts(max_new_tokens=4))
-    assert info.value.limit == 128 and info.value.prompt_tokens > 128
+    assert info.value.limit == 127 and info.value.prompt_tokens > 128
     c = e.generate(long, opts(max_new_tokens=4, overflow="drop_oldest"))
     assert c.usage.prompt_tokens <= 127
     assert c.finish_reason == "length"
@@ -199,7 +199,7 @@ def test_output_is_clamped_to_the_window_not_an_error(copy_package):
 
 def test_ryzenai_package_needs_the_ryzenai_runtime():
     e = Engine.get(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", execution="inline")
-    with pytest.raises(RuntimeNotAvailableError, match=r"needs AMD's Ryzen AI build.*provider='cpu'"):
+    with pytest.raises(RuntimeNotAvailableError, match=r"needs onnxruntime-genai with AMD's Ryzen AI EP library.*provider='cpu'"):
         e.generate(MSGS, opts(max_new_tokens=3))
 
 

@@ -57,7 +57,7 @@ def test_a_snapshot_of_links_opens_under_the_repository_name(hf_cache):
     assert pkg.prefill_buckets_found[-1] == 4096 and pkg.mode.value == "full-fusion"
     assert pkg.missing_files == () and pkg.lfs_pointers == ()
     assert pkg.required_files()[-1] == pkg.path / "model.onnx.data"  # found beside the link, not the blob
-    assert pkg.budget.prompt_limit == 4096
+    assert pkg.budget.prompt_limit == 4095
 
 
 def test_a_snapshot_link_outside_the_repository_is_refused(hf_cache, tmp_path):
@@ -213,3 +213,53 @@ def test_the_hubs_own_offline_refusal_ends_in_one_full_stop(hf_cache, monkeypatc
     message = str(info.value)
     assert "outgoing traffic has been disabled" in message and ".." not in message
     assert "set 'HF_HUB_OFFLINE=0' as environment variable. Check the repository id" in message
+
+
+# ---------------------------------------------------------------------- names users type
+def test_a_bare_amd_package_name_resolves_to_amd_in_the_cache(hf_cache):
+    """People write AMD's package names without the owner; the cache holds them as amd/<name>."""
+    path = resolve_model("Llama-3.2-1B_rai_1.8.0_npu_4K")
+    assert path == resolve_model(REPO) and ModelPackage.open(path).name == "Llama-3.2-1B_rai_1.8.0_npu_4K"
+    engine = Engine.get("Llama-3.2-1B_rai_1.8.0_npu_4K", provider="cpu", execution="inline")
+    try:
+        assert engine.package.path == path.resolve()
+    finally:
+        engine.close()
+
+
+def test_a_bare_amd_name_not_in_the_cache_names_its_repository_and_the_pull(hf_cache):
+    with pytest.raises(ModelNotFoundError) as err:
+        resolve_model("Qwen3-4B_rai_1.8.0_npu_4K")
+    text = str(err.value)
+    assert "AMD's repository amd/Qwen3-4B_rai_1.8.0_npu_4K is not in the Hugging Face cache" in text
+    assert "`ryzenai-llm pull amd/Qwen3-4B_rai_1.8.0_npu_4K`" in text and "model='amd/Qwen3-4B_rai_1.8.0_npu_4K'" in text
+    with pytest.raises(ModelNotFoundError, match="neither a folder nor a Hugging Face repository id"):
+        resolve_model("Qwen3-4B-npu-4K")  # not an AMD package name: no guess
+
+
+def test_a_ryzen_ai_1_9_package_opens_with_every_limit_from_its_config(hf_cache, copy_package):
+    """1.9 names carry no _4K/_16K: the window and prompt limit come from genai_config.json and rai_config.json."""
+    folder = copy_package(LLAMA_NPU, "Llama-3.2-1B_rai_1.9.0_npu")
+    cfg = json.loads((folder / "genai_config.json").read_text())
+    cfg["search"]["max_length"] = 8192
+    (folder / "genai_config.json").write_text(json.dumps(cfg))
+    rai = json.loads((folder / "rai_config.json").read_text())
+    rai["max_prompt_length"]["1.9.0"] = 6144
+    (folder / "rai_config.json").write_text(json.dumps(rai))
+    cache_repository(hf_cache, "amd/Llama-3.2-1B_rai_1.9.0_npu", folder)
+    pkg = ModelPackage.open(resolve_model("Llama-3.2-1B_rai_1.9.0_npu"))
+    assert (pkg.name, pkg.built_for, pkg.release) == ("Llama-3.2-1B_rai_1.9.0_npu", "1.9.0", "1.9.0")
+    assert (pkg.budget.window, pkg.budget.prompt_limit) == (8192, 6144)
+    assert "max_prompt_length['1.9.0'] for release 1.9.0" in pkg.budget.prompt_limit_source
+
+
+def test_the_readme_names_amd_packages_by_ids_that_resolve():
+    """Every AMD package an example of the README or docs/ names is a repository id (amd/<name>), not a bare name."""
+    import re
+
+    from conftest import ROOT
+
+    named = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        named += re.findall(r"""(?:model=|Engine\.get\()["']([^"']*_rai_[^"']*)["']""", page.read_text(encoding="utf-8"))
+    assert named and all(n.startswith("amd/") or n.startswith("C:/") for n in named), named

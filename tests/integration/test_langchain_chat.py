@@ -218,7 +218,7 @@ def test_budget_plan_of_an_npu_package():
     plan = msg.response_metadata["budget_plan"]
     n = msg.usage_metadata["input_tokens"]
     assert plan["prefill_bucket"] == 128 and plan["padding"] == 128 - n
-    assert plan["decode_buckets"] == [256] and plan["window"] == 4096 and plan["prompt_limit"] == 4096
+    assert plan["decode_buckets"] == [256] and plan["window"] == 4096 and plan["prompt_limit"] == 4095
     assert msg.response_metadata["model_name"] == package
 
 
@@ -387,7 +387,7 @@ def test_prompt_over_the_limit_is_a_typed_error_by_default():
     llm = chat(max_tokens=4)
     with pytest.raises(ContextWindowExceededError, match="over this package's prompt limit") as err:
         llm.invoke(_long_history(llm))
-    assert err.value.prompt_tokens > err.value.limit == 4096
+    assert err.value.prompt_tokens > err.value.limit == 4095
 
 
 async def test_drop_oldest_keeps_the_system_prompt_and_the_newest_message():

@@ -162,7 +162,7 @@ def test_context_window_follows_the_release_prompt_limit():
     replica = REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"
     old = RyzenAILLM(model=str(replica), provider="cpu", release="1.5.1", max_new_tokens=64)
     new = RyzenAILLM(model=str(replica), provider="cpu", max_new_tokens=64)
-    assert (old.budget.prompt_limit, new.budget.prompt_limit) == (2048, 4096)
+    assert (old.budget.prompt_limit, new.budget.prompt_limit) == (2048, 4095)
     Settings.tokenizer = old.tokenizer
     assert len(old.engine.encode(old.engine.render(to_core_messages(EMPTY_TURN)))) == 21  # Qwen3's SCAFFOLD
     # release 1.5.1: prompts up to 2048 tokens; min(2048, 4096 - 64) = 2048, so 64 + 2048 - 21 = 2091

@@ -11,6 +11,7 @@ stand-in Ryzen AI runtime gets as far as the real runtime's refusal of that prov
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import logging
 import os
 import shutil
@@ -32,17 +33,10 @@ from ryzenai_core import (
 )
 from ryzenai_core.generation.loader import SessionKey
 from ryzenai_core.generation.session import Session
+from ryzenai_core.package import ep as ep_module
 from ryzenai_core.package import runtime as runtime_module
-from ryzenai_core.package.runtime import (
-    ENV_EP_PATH,
-    ENV_RELEASE,
-    RuntimeInfo,
-    env_release,
-    find_ryzenai_ep,
-    prepare_ryzenai_runtime,
-    release_for_oga_version,
-    runtime_info,
-)
+from ryzenai_core.package.ep import ENV_EP_PATH, find_ryzenai_ep, prepare_ryzenai_runtime
+from ryzenai_core.package.runtime import ENV_RELEASE, RuntimeInfo, env_release, release_for_oga_version, runtime_info
 
 LLAMA_NPU = REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"
 NODE = "modellayers.0input_layernormMLADFRMSNORM"
@@ -74,7 +68,7 @@ def test_the_real_environment_is_the_cpu_build():
     runtime_info.cache_clear()
     info = runtime_info()
     assert (info.distribution, info.version, info.ryzenai, info.release) == (*CPU_OGA, False, None)
-    assert info.describe() == f"onnxruntime-genai {CPU_OGA[1]}, not a Ryzen AI build"
+    assert info.describe() == f"onnxruntime-genai {CPU_OGA[1]}, a public build"
 
 
 @pytest.mark.parametrize(
@@ -94,7 +88,7 @@ def test_ryzenai_build_maps_its_oga_version_to_a_release(installed, dist, versio
     info = runtime_info()
     assert info == RuntimeInfo(dist, version, True, release)
     assert info.installed
-    assert info.describe() == f"{dist} {version}, Ryzen AI build (release {release or 'unknown'})"
+    assert info.describe() == f"{dist} {version}, AMD's Ryzen AI build (release {release or 'unknown'})"
 
 
 def test_cpu_build_of_a_ryzenai_version_is_not_ryzenai(installed):
@@ -161,8 +155,9 @@ def test_installed_ryzenai_build_decides_the_prompt_limit(installed, renamed, di
     pkg = ModelPackage.open(renamed(LLAMA_NPU))
     assert (pkg.release, pkg.release_source) == (release, f"installed runtime {dist} {version}")
     budget = pkg.budget
-    assert budget.prompt_limit == limit and budget.window == 4096
-    assert budget.prompt_limit_source == f"rai_config.json max_prompt_length[{key!r}] for release {release}"
+    assert budget.prompt_limit == min(limit, 4095) and budget.window == 4096  # one token left for the answer
+    source = f"rai_config.json max_prompt_length[{key!r}] for release {release}"
+    assert budget.prompt_limit_source == (source if limit < 4096 else f"{source}, less the one token an answer needs")
 
 
 @pytest.mark.parametrize(
@@ -190,7 +185,7 @@ def test_environment_and_argument_override_the_installed_runtime(installed, rena
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
     folder = renamed(LLAMA_NPU)
     pkg = ModelPackage.open(folder, release="1.6.0")
-    assert (pkg.release, pkg.release_source, pkg.budget.prompt_limit) == ("1.6.0", "argument", 4096)
+    assert (pkg.release, pkg.release_source, pkg.budget.prompt_limit) == ("1.6.0", "argument", 4095)
     assert _limit_key_in(pkg.budget.prompt_limit_source) == "1.6.0"
     monkeypatch.setenv(ENV_RELEASE, "1.5.0")
     pkg = ModelPackage.open(folder, release="1.6.0")
@@ -243,31 +238,111 @@ def _load(path: Path, provider: str | None = None) -> Session:
 @pytest.mark.parametrize("runtime", [CPU_OGA, ("numpy", "2.0.0")], ids=["cpu-build", "none"])
 def test_ryzenai_package_on_another_runtime_is_refused_before_loading(installed, runtime):
     installed(runtime)
-    found = f"onnxruntime-genai {CPU_OGA[1]}, not a Ryzen AI build" if runtime == CPU_OGA else "no onnxruntime-genai"
+    found = f"onnxruntime-genai {CPU_OGA[1]}, a public build" if runtime == CPU_OGA else "no onnxruntime-genai"
     with pytest.raises(RuntimeNotAvailableError) as err:
         _load(LLAMA_NPU)
     text = str(err.value)
     assert "Llama-3.2-1B_rai_1.8.0_npu_4K is a Ryzen AI package (full-fusion, RyzenAI provider, release 1.8.0)" in text
     assert f"found {found}" in text
-    assert "conda activate ryzen-ai-1.8.0" in text and "provider='cpu'" in text
+    assert "source <venv>/bin/activate" in text and "<venv>/deployment/lib" in text and "provider='cpu'" in text
+    assert "conda" not in text  # AMD's Linux installer makes a virtual environment
     assert err.value.__cause__ is None  # onnxruntime-genai was not asked
 
 
 @pytest.mark.parametrize("replica", [LLAMA_NPU, LLAMA_HYBRID, QWEN3_NPU], ids=lambda p: p.name)
-def test_ryzenai_runtime_keeps_the_packages_provider(installed, replica):
-    """Past the check, the real CPU runtime is asked for the package's RyzenAI provider, and has none."""
+def test_an_amd_build_without_its_ep_library_is_refused_before_loading(installed, replica):
+    """AMD's name on the distribution does not make a runtime that can run the NPU: its EP library does."""
     installed(CPU_OGA, ("onnxruntime-genai-ryzenai", "0.14.0"))
     session = Session(SessionKey(str(replica)))
     with pytest.raises(RuntimeNotAvailableError) as err:
         session.load()
     text = str(err.value)
-    # The CPU build's own RyzenAI code looked for the EP library where Linux looks, and found none.
-    assert f"loading {replica.name} on the NPU failed: the Ryzen AI EP library cannot be loaded: " in text
-    assert f"{EP_LINUX} is not found: {ENV_EP_PATH} is unset, and on Linux onnxruntime-genai looks only there" in text
-    assert "does not have" not in text  # not "the build lacks the provider"
-    cause = err.value.__cause__
-    assert isinstance(cause, RuntimeError) and "RyzenAI execution provider" in str(cause)
-    assert not session.loaded
+    assert "needs onnxruntime-genai with AMD's Ryzen AI EP library" in text
+    assert f"the Ryzen AI EP library cannot be found: {EP_LINUX} is not found: {ENV_EP_PATH} is unset" in text
+    assert "<venv>/deployment/lib" in text
+    assert err.value.__cause__ is None and not session.loaded  # onnxruntime-genai was not asked
+
+
+@pytest.mark.parametrize("replica", [LLAMA_NPU, LLAMA_HYBRID], ids=lambda p: p.name)
+def test_a_public_build_with_an_ep_library_runs_the_package_on_the_ryzenai_provider(monkeypatch, stand_in_eps, replica):
+    """The public CPU wheel has AMD's RyzenAI code: given an EP library that loads, it goes on to the NPU.
+
+    The stand-in library registers and finds no NPU, as AMD's does on a PC without one: the real
+    runtime's own text comes back, explained.
+    """
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
+    session = Session(SessionKey(str(replica)))
+    with pytest.raises(RuntimeNotAvailableError) as err:
+        session.load()
+    assert f"loading {replica.name} on the NPU failed: the Ryzen AI execution provider loaded but sees no NPU" in str(
+        err.value
+    )
+    assert str(err.value.__cause__) == "No RyzenAI devices detected"  # the runtime's own words
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("other_release", "loads but has no CreateEpFactories entry point: it is an EP library of another Ryzen AI release"),
+        ("missing_dependency", "is found but does not load: libryzenai_standin_dep.so: cannot open shared object file"),
+        ("not_a_library", "is found but does not load: "),
+    ],
+)
+def test_an_ep_library_that_does_not_load_is_named_before_any_model_load(monkeypatch, stand_in_eps, kind, expected):
+    library = stand_in_eps[kind]
+    monkeypatch.setenv(ENV_EP_PATH, str(library))
+    runtime = ep_module.npu_runtime()
+    assert not runtime.usable and runtime.load is not None and not runtime.load.ok
+    assert f"the Ryzen AI EP library {library} {expected}" in str(runtime.problem)
+    with pytest.raises(RuntimeNotAvailableError) as err:
+        _load(LLAMA_NPU)
+    assert expected in str(err.value) and err.value.__cause__ is None  # refused before the runtime was asked
+
+
+def test_the_runtime_text_for_an_ep_library_of_another_release_has_its_own_explanation(stand_in_eps):
+    text = (
+        "Failed to register RyzenAI execution provider library: Failed to get symbol CreateEpFactories with error: "
+        f"{stand_in_eps['other_release']}: undefined symbol: CreateEpFactories"
+    )
+    cause = ep_module.explain_ryzenai_failure(text, find_ryzenai_ep(environ={ENV_EP_PATH: str(stand_in_eps["other_release"])}))
+    assert cause is not None and "no CreateEpFactories entry point: it is an EP library of another Ryzen AI release" in cause
+
+
+def test_a_library_in_the_linux_installers_folder_is_passed_to_the_worker(tmp_path, stand_in_eps):
+    """AMD's Linux installer puts the library in <venv>/deployment/lib, where onnxruntime-genai does not look."""
+    lib = tmp_path / "venv" / "deployment" / "lib"
+    lib.mkdir(parents=True)
+    shutil.copy2(stand_in_eps["no_device"], lib / EP_LINUX)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    environ = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/other"}
+    ep = find_ryzenai_ep(windows=False, environ=environ, cwd=cwd, prefix=tmp_path / "venv", genai_dir=None, ort_dir=None)
+    assert ep.found and not ep.runtime_finds and ep.elsewhere == lib / EP_LINUX
+    assert ep.source == "in this environment's deployment/lib"
+    assert f"ryzenai-llm passes {ENV_EP_PATH}={lib / EP_LINUX} to its workers" in ep.describe()
+    env = ep_module.worker_environment(environ, ep=ep, windows=False)
+    assert env is not None and env[ENV_EP_PATH] == str(lib / EP_LINUX)
+    assert env["LD_LIBRARY_PATH"] == f"{lib}{os.pathsep}/opt/other" and environ["LD_LIBRARY_PATH"] == "/opt/other"
+    assert ep_module.worker_environment({**environ, **env}, ep=ep, windows=False) is None  # nothing left to add
+
+
+def test_a_worker_starts_with_the_library_the_parent_found(monkeypatch, tmp_path, stand_in_eps):
+    """The worker's environment names the library: its runtime finds it whatever its working folder."""
+    from ryzenai_core import workers
+    from ryzenai_core.engine.client import WorkerClient
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    shutil.copy2(stand_in_eps["no_device"], cwd / EP_LINUX)
+    monkeypatch.chdir(cwd)  # found in the working folder, as onnxruntime-genai on Linux finds it
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/other")
+    started: dict = {}
+    monkeypatch.setattr(workers, "popen_worker", lambda module, **kwargs: started.update(kwargs, module=module))
+    WorkerClient(SessionKey(str(LLAMA_NPU))).spawn()
+    env = started["env"]
+    assert started["module"] == WorkerClient.module
+    assert env[ENV_EP_PATH] == str(cwd / EP_LINUX) and env["LD_LIBRARY_PATH"] == f"{cwd}{os.pathsep}/opt/other"
+    assert os.environ.get(ENV_EP_PATH) is None  # the caller's own environment is left as it was
 
 
 def test_ryzenai_runtime_with_cpu_provider_runs_the_replica(installed):
@@ -276,7 +351,7 @@ def test_ryzenai_runtime_with_cpu_provider_runs_the_replica(installed):
     try:
         out = engine.generate([ChatMessage("user", "Hi")], GenerationOptions(max_new_tokens=3, temperature=0))
         assert out.usage.completion_tokens == 3
-        assert engine.package.release == "1.8" and engine.budget.prompt_limit == 4096
+        assert engine.package.release == "1.8" and engine.budget.prompt_limit == 4095
     finally:
         engine.close()
 
@@ -286,9 +361,10 @@ def test_package_newer_than_the_ryzenai_runtime_is_refused(installed):
     with pytest.raises(RuntimeNotAvailableError) as err:
         _load(LLAMA_NPU)
     text = str(err.value)
-    assert "built for Ryzen AI 1.8.0, a newer release than the installed runtime" in text
-    assert "onnxruntime-genai-ryzenai 0.11.2, Ryzen AI build (release 1.7)" in text
-    assert "conda activate ryzen-ai-1.8.0" in text and "package built for release 1.7" in text
+    assert "was built for Ryzen AI 1.8.0, a newer release than the runtime that would run it (Ryzen AI 1.7: " in text
+    assert "onnxruntime-genai-ryzenai 0.11.2, Ryzen AI build (Ryzen AI release 1.7)" in text
+    assert "Use the package built for Ryzen AI 1.7" in text and "run in the Ryzen AI 1.8.0 environment" in text
+    assert f"set {ENV_RELEASE}=1.8.0" in text
     assert err.value.__cause__ is None
 
 
@@ -309,7 +385,7 @@ def test_older_layouts_name_the_runtime_they_need(installed, replica, version, l
         _load(replica)
     release = release_for_oga_version(version)
     assert f"uses the Ryzen AI {layout} layout, which only the matching Ryzen AI runtime can load" in str(err.value)
-    assert f"found onnxruntime-genai-ryzenai {version}, Ryzen AI build (release {release})" in str(err.value)
+    assert f"found onnxruntime-genai-ryzenai {version}, AMD's Ryzen AI build (release {release})" in str(err.value)
     assert isinstance(err.value.__cause__, RuntimeError)
 
 
@@ -326,16 +402,32 @@ def test_other_load_failures_stay_package_errors(installed, copy_package):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"), CPU_OGA)
     folder = copy_package(TINY_LLAMA)
     (folder / "model.onnx").write_bytes(b"not an onnx graph")
-    with pytest.raises(ModelPackageError, match=r"onnxruntime-genai \(onnxruntime-genai-ryzenai 0.14.0, Ryzen AI"):
+    with pytest.raises(ModelPackageError, match=r"onnxruntime-genai \(onnxruntime-genai-ryzenai 0.14.0, AMD's Ryzen AI"):
         _load(folder, "cpu")
 
 
-def test_package_older_than_the_runtime_is_not_refused_up_front(installed):
+def test_package_older_than_the_runtime_is_refused_with_both_releases(installed, monkeypatch, stand_in_eps):
+    """AMD: models from earlier releases are not compatible; a 1.7 package on a 1.8 runtime is refused at load."""
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
     smol = REPLICAS / "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid"
-    with pytest.raises(RuntimeNotAvailableError, match=r"on the NPU failed: the Ryzen AI EP library cannot be loaded") as err:
+    with pytest.raises(RuntimeNotAvailableError) as err:
         _load(smol)
-    assert "Failed to register RyzenAI execution provider" in str(err.value.__cause__)
+    text = str(err.value)
+    assert "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid was built for Ryzen AI 1.7, an older release" in text
+    assert "(Ryzen AI 1.8: onnxruntime-genai-ryzenai 0.14.0 with the Ryzen AI EP library" in text
+    assert "Use the package built for Ryzen AI 1.8" in text
+    assert err.value.__cause__ is None  # refused before the runtime was asked
+    monkeypatch.setenv(ENV_RELEASE, "1.7")  # the user says the runtime is 1.7: the load goes on to the runtime
+    with pytest.raises(RuntimeNotAvailableError, match="sees no NPU device"):
+        _load(smol)
+
+
+def test_a_package_of_the_runtimes_release_goes_on_to_the_runtime(installed, monkeypatch, stand_in_eps):
+    installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
+    with pytest.raises(RuntimeNotAvailableError, match="sees no NPU device"):
+        _load(LLAMA_NPU)
 
 
 # ----------------------------------------------------------------------------- the EP library
@@ -356,6 +448,7 @@ def _search(places: dict[str, Path], *, windows: bool, environ: dict[str, str] |
         ort_dir=places["ort"],
         exe_dir=places["exe"],
         cwd=places["cwd"],
+        prefix=places["cwd"].parent / "venv",
     )
 
 
@@ -375,15 +468,20 @@ def test_windows_looks_next_to_genai_onnxruntime_the_executable_then_the_working
     ep = _search(places, windows=True)
     assert (ep.path, ep.source, ep.problem) == (places[first] / EP_WINDOWS, source, None)
     assert [p for _, p in ep.searched][: order.index(first) + 1] == [places[n] / EP_WINDOWS for n in order[: order.index(first) + 1]]
-    assert ep.missing_dlls == ("libutf8_validity.dll", "abseil_dll.dll")  # what AMD's tools check beside OGA
+    assert ep.missing_dlls == ()  # Lemonade's DLL check is Ryzen AI 1.6's
+    with_16 = find_ryzenai_ep(windows=True, environ={}, genai_dir=places["genai"], cwd=places["cwd"], dll_check=True)
+    assert with_16.missing_dlls == ("libutf8_validity.dll", "abseil_dll.dll")
 
 
 def test_linux_looks_only_at_the_variable_and_the_working_folder(places):
-    (places["genai"] / EP_LINUX).write_bytes(b"\x7fELF")  # where the Ryzen AI wheel may keep it
     ep = _search(places, windows=False)
     assert not ep.found and [p for _, p in ep.searched] == [places["cwd"] / EP_LINUX]
     assert f"{ENV_EP_PATH} is unset, and on Linux onnxruntime-genai looks only there and in the working folder" in ep.problem
-    assert f"It is at {places['genai'] / EP_LINUX}: `export {ENV_EP_PATH}={places['genai'] / EP_LINUX}`" in ep.problem
+    assert "AMD's Linux installer puts it" in ep.problem and "source <venv>/bin/activate" in ep.problem
+    (places["genai"] / EP_LINUX).write_bytes(b"\x7fELF")  # where the Ryzen AI wheel may keep it
+    beside = _search(places, windows=False)
+    assert beside.found and not beside.runtime_finds and beside.elsewhere == places["genai"] / EP_LINUX
+    assert [p for _, p in beside.searched] == [places["cwd"] / EP_LINUX]  # the runtime's own search is not widened
     (places["cwd"] / EP_LINUX).write_bytes(b"\x7fELF")
     assert _search(places, windows=False).source == "in the working folder"
 
@@ -408,7 +506,7 @@ def test_the_variable_names_the_library_and_is_not_looked_past(places, tmp_path,
 def test_windows_puts_the_genai_folder_on_the_dll_search_path_once(monkeypatch):
     added: list[str] = []
     monkeypatch.setattr(os, "add_dll_directory", added.append, raising=False)
-    monkeypatch.setattr(runtime_module, "_DLL_DIRECTORIES", {})
+    monkeypatch.setattr(ep_module, "_DLL_DIRECTORIES", {})
     environ = {"PATH": r"C:\Windows\system32"}
     genai = str(Path(md.distribution("onnxruntime-genai").locate_file("onnxruntime_genai")))
     for _ in range(2):
@@ -416,7 +514,7 @@ def test_windows_puts_the_genai_folder_on_the_dll_search_path_once(monkeypatch):
     assert added == [genai]
     assert environ["PATH"] == genai + os.pathsep + r"C:\Windows\system32"
     assert ep.searched[0] == ("next to onnxruntime-genai", Path(genai) / EP_WINDOWS)
-    assert ep.missing_dlls == ("libutf8_validity.dll", "abseil_dll.dll")  # the CPU wheel ships neither
+    assert ep.missing_dlls == ()  # checked with Ryzen AI 1.6 only
 
 
 def test_linux_changes_no_search_path(monkeypatch):
@@ -449,20 +547,18 @@ class StandInRuntime:
         (
             'LoadLibrary failed with error 126 "" when trying to load "C:\\ryzen\\onnxruntime_providers_ryzenai.dll"',
             ["was found but could not be loaded (Windows error 126: the DLL or one it depends on was not found)",
-             "conda activate ryzen-ai-1.8.0"],
+             "source <venv>/bin/activate"],
         ),
         (
             "Unknown provider name 'RyzenAI'",
-            ["has no RyzenAI execution provider (a public build, not AMD's Ryzen AI build)", "conda activate"],
+            ["has no RyzenAI execution provider (a public build older than 0.12", "source <venv>/bin/activate"],
         ),
     ],
     ids=["no-device", "dll-126", "no-ep-in-build"],
 )
-def test_runtime_failures_name_their_cause(installed, monkeypatch, tmp_path, text, expected):
+def test_runtime_failures_name_their_cause(installed, monkeypatch, stand_in_eps, text, expected):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
-    library = tmp_path / EP_LINUX
-    library.write_bytes(b"\x7fELF")
-    monkeypatch.setenv(ENV_EP_PATH, str(library))  # found: what fails is loading it, or what it finds
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))  # found and loads: what fails is the runtime's
     monkeypatch.setattr(runtime_module, "_oga", StandInRuntime(text))
     with pytest.raises(RuntimeNotAvailableError) as err:
         _load(LLAMA_NPU)
@@ -488,12 +584,13 @@ def test_the_worker_looks_for_the_ep_library_where_it_loads_the_model(tmp_path, 
             engine.load()
     finally:
         engine.close()
-    assert f"the Ryzen AI EP library cannot be loaded: {ENV_EP_PATH} is {nowhere}, which does not exist" in str(err.value)
+    assert f"the Ryzen AI EP library cannot be found: {ENV_EP_PATH} is {nowhere}, which does not exist" in str(err.value)
 
 
 # ----------------------------------------------------------------------------- partial downloads
-def test_a_package_without_cache_is_refused_before_the_native_loader(installed, copy_package):
+def test_a_package_without_cache_is_refused_before_the_native_loader(installed, copy_package, monkeypatch, stand_in_eps):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
     folder = copy_package(LLAMA_NPU)
     shutil.rmtree(folder / "cache")
     assert ModelPackage.open(folder).missing_files == ("cache/",)
@@ -504,15 +601,86 @@ def test_a_package_without_cache_is_refused_before_the_native_loader(installed, 
     assert _load(folder, "cpu").loaded  # the CPU runs the plain graph without it
 
 
-def test_a_missing_state_file_is_named_and_compiled_at_load(installed, copy_package, caplog, monkeypatch):
+def test_a_missing_state_file_is_named_and_compiled_at_load(installed, copy_package, caplog, monkeypatch, stand_in_eps):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
     folder = copy_package(LLAMA_NPU)
     state = f"dd_metastate_Llm_Prefill_{NODE}.state"
     (folder / state).unlink()
     assert ModelPackage.open(folder).missing_files == (state,)
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"), pytest.raises(RuntimeNotAvailableError):
-        _load(folder)  # the load goes on to the runtime (which has no EP here)
+        _load(folder)  # the load goes on to the runtime (whose EP library finds no NPU here)
     assert any(f"{state} is missing" in r.getMessage() and "compiles it at load time" in r.getMessage() for r in caplog.records)
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only folder
     with pytest.raises(ModelPackageError, match=rf"{state} is missing from .*, which is read-only"):
+        _load(folder)
+
+
+# ----------------------------------------------------------------------------- a runtime without guidance
+def test_a_runtime_that_ignores_guidance_refuses_constrained_calls(monkeypatch):
+    """A build without guidance keeps set_guidance and ignores it: structured output would run unconstrained."""
+    import onnxruntime_genai as og
+
+    from ryzenai_cli import doctor_run
+    from ryzenai_cli.doctor_report import Report
+    from ryzenai_core import GuidanceUnsupportedError
+
+    monkeypatch.setattr(og.GeneratorParams, "set_guidance", lambda self, *args: None)  # a no-op, as such a build's
+    engine = Engine(SessionKey(str(TINY_LLAMA)), "inline")
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    hi = [ChatMessage("user", "Hi")]
+    try:
+        with pytest.raises(GuidanceUnsupportedError, match=r"ignores it \(a probe constrained to 'QQQ' wrote something"):
+            engine.generate(hi, GenerationOptions(max_new_tokens=64, response_format={"type": "json_object"}))
+        with pytest.raises(GuidanceUnsupportedError, match="a forced tool call"):
+            engine.generate(hi, GenerationOptions(max_new_tokens=64, tools=(tool,), tool_choice="lookup"))
+        assert engine.generate(hi, GenerationOptions(max_new_tokens=3, temperature=0)).usage.completion_tokens == 3
+        report = Report()
+        doctor_run.check_guidance(report, engine)
+        assert report.checks[-1].status == "fail" and "structured output and forced tool calls are refused" in report.checks[-1].detail
+    finally:
+        engine.close()
+
+
+def test_a_runtime_with_guidance_passes_its_probe():
+    engine = Engine(SessionKey(str(TINY_LLAMA)), "inline")
+    try:
+        out = engine.generate([ChatMessage("user", "Hi")], GenerationOptions(max_new_tokens=4, guidance={"type": "regex", "data": "yes|no"}))
+        assert out.text in ("yes", "no")
+    finally:
+        engine.close()
+
+
+# ----------------------------------------------------------------------------- packages of other releases
+@pytest.mark.parametrize(
+    ("name", "which"),
+    [("Llama-3.2-1B_rai_1.7.1_npu_4K", "an older"), ("Llama-3.2-1B_rai_1.9.0_npu", "a newer")],
+)
+def test_a_package_of_another_release_is_refused_at_load_with_both(installed, monkeypatch, stand_in_eps, copy_package, name, which):
+    installed(("onnxruntime-genai-ryzenai", "0.14.0"))  # Ryzen AI 1.8, with its EP library
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
+    folder = copy_package(LLAMA_NPU, name)
+    built = name.split("_rai_")[1].split("_")[0]
+    with pytest.raises(RuntimeNotAvailableError) as err:
+        _load(folder)
+    text = str(err.value)
+    assert f"{name} was built for Ryzen AI {built}, {which} release than the runtime that would run it (Ryzen AI 1.8" in text
+    assert "Use the package built for Ryzen AI 1.8" in text and f"{ENV_RELEASE}={built}" in text
+    assert err.value.__cause__ is None
+
+
+def test_a_runtime_of_an_unknown_release_checks_no_release_and_says_how_to_name_it(installed, monkeypatch, stand_in_eps, copy_package, capsys):
+    """An AMD build newer than this plugin knows (0.18): its release is unknown; RYZENAI_VERSION names it."""
+    from ryzenai_cli.main import main
+
+    installed(("onnxruntime-genai-ryzenai", "0.18.0"))
+    monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
+    folder = copy_package(LLAMA_NPU, "Llama-3.2-1B_rai_1.9.0_npu")
+    with pytest.raises(RuntimeNotAvailableError, match="sees no NPU device"):  # not refused: the runtime is asked
+        _load(folder)
+    main(["doctor", "--json"])
+    found = {c["name"]: (c["status"], c["detail"]) for c in json.loads(capsys.readouterr().out)["checks"]}
+    assert found["Ryzen AI release"][0] == "warn" and f"set {ENV_RELEASE} to the release" in found["Ryzen AI release"][1]
+    monkeypatch.setenv(ENV_RELEASE, "1.8")
+    with pytest.raises(RuntimeNotAvailableError, match=r"built for Ryzen AI 1.9.0, a newer release .*\(Ryzen AI 1.8: RYZENAI_VERSION=1.8\)"):
         _load(folder)

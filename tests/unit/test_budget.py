@@ -134,10 +134,15 @@ def test_plans_are_sound_for_any_bucket_list(prefill, decode, window, data):
     assert plan.clamped == (want is not None and want > plan.max_new_tokens)
     if want is not None and not plan.clamped:
         assert plan.max_new_tokens == want
-    # decode buckets: ascending, cover first and last history lengths
-    assert plan.decode_buckets == sorted(set(plan.decode_buckets))
-    assert plan.decode_buckets[0] >= prompt + 1
-    assert plan.decode_buckets[-1] >= prompt + plan.max_new_tokens
+    # decode buckets: ascending, only the package's, covering the history up to the largest one
+    assert plan.decode_buckets == sorted(set(plan.decode_buckets)) and set(plan.decode_buckets) <= set(decode)
+    history = prompt + plan.max_new_tokens
+    if prompt + 1 <= decode[-1]:
+        assert plan.decode_buckets[0] >= prompt + 1
+    if history <= decode[-1]:
+        assert plan.decode_buckets[-1] >= history and plan.decode_past_buckets == 0
+    else:
+        assert plan.decode_past_buckets == history - decode[-1]
 
 
 @settings(max_examples=200, deadline=None)
@@ -151,3 +156,19 @@ def test_windowed_plans_cover_the_prompt(prompt, pw, data):
     assert 1 <= last <= pw
     assert plan.prefill_bucket >= last
     assert plan.padding >= plan.prefill_bucket - last
+
+
+def test_no_plan_names_a_decode_bucket_past_the_largest():
+    """A 6,000-token prompt on a package whose token buckets stop at 4096 passes no 6144 bucket."""
+    b = ContextBudget(window=16384, prompt_limit=16383, decode_buckets=(256, 512, 1024, 2048, 4096))
+    plan = b.plan(3900, 400)
+    assert plan.decode_buckets == [4096] and plan.decode_past_buckets == 204
+    far = b.plan(6000, 200)
+    assert far.decode_buckets == [] and far.decode_past_buckets == 2104
+    assert far.to_dict()["decode_past_buckets"] == 2104
+
+
+def test_estimated_prefill_buckets_mark_the_plan():
+    b = ContextBudget(window=4096, prompt_limit=4095, prefill_buckets=(128, 4096), prefill_buckets_estimated=True)
+    assert b.plan(100, 1).prefill_bucket_estimated
+    assert not ContextBudget(window=4096, prompt_limit=4095, prefill_buckets=(128, 4096)).plan(100, 1).prefill_bucket_estimated

@@ -89,7 +89,7 @@ def test_pull_of_a_cached_repository_works_offline(cache, offline, capsys):
     assert f"{NPU_REPO} is in {snapshot}" in out
     assert "full-fusion" in out and "1.8.0" in out  # info's description of the package
     verdict = next(line for line in out.splitlines() if line.startswith("loads here"))
-    assert "no: " in verdict and "Ryzen AI build" in verdict  # this machine has the CPU build
+    assert "no: " in verdict and "AMD's Ryzen AI EP library" in verdict  # this machine has no EP library
 
 
 def test_pull_shows_whether_a_plain_model_loads_here(cache, offline, capsys):
@@ -242,3 +242,54 @@ def test_version_comes_from_the_installed_metadata(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"ryzenai-llm {version('ryzenai-llm')}\n"
+
+
+# ---------------------------------------------------------------------- broken downloads
+def test_list_json_carries_the_caches_warnings(cache, capsys):
+    """A repository whose download stopped before its snapshot is a cache warning: it stays in the output."""
+    (cache / repo_folder_name(repo_id="amd/broken-download", repo_type="model") / "blobs").mkdir(parents=True)
+    code, out, _ = run(capsys, "list", "--cache-dir", str(cache), "--json")
+    data = json.loads(out)
+    assert code == 0 and any("models--amd--broken-download" in w for w in data["warnings"]), data["warnings"]
+    code, out, _ = run(capsys, "list", "--cache-dir", str(cache))
+    assert "warning: " in out and "models--amd--broken-download" in out
+
+
+@pytest.mark.parametrize("how", ["link removed", "blob removed"])
+def test_a_missing_weights_file_is_named_with_the_pull_that_fetches_it(cache, capsys, how):
+    """model.onnx keeps its weights in model.onnx.data: a download that lost it is named before any load."""
+    from ryzenai_core import ConfigError, ModelPackage
+    from ryzenai_core.package.capabilities import load_problem
+
+    snapshot = Path(snapshot_download(PLAIN_REPO, cache_dir=cache, local_files_only=True))
+    link = snapshot / "model.onnx.data"
+    if how == "link removed":
+        link.unlink()
+    else:
+        Path(os.path.realpath(link)).unlink()
+    pkg = ModelPackage.open(snapshot)
+    assert pkg.external_data == {"model.onnx": ("model.onnx.data",)}
+    with pytest.raises(ConfigError) as err:
+        pkg.check_loadable()
+    text = str(err.value)
+    assert "model.onnx.data" in text and f"run `ryzenai-llm pull {PLAIN_REPO}` to fetch what is missing" in text
+    assert "escapes model directory" not in text
+    if how == "link removed":
+        assert "model.onnx keeps its weights in it" in text
+    else:
+        assert pkg.broken_links == ("model.onnx.data",) and "which is not there" in text
+    assert str(load_problem(pkg, provider="cpu")) == text
+    code, out, _ = run(capsys, "list", "--cache-dir", str(cache), "--json")
+    entry = next(e for e in json.loads(out)["packages"] if e["name"] == PLAIN_REPO)
+    assert entry["problem"] == text
+    code, out, _ = run(capsys, "info", str(snapshot))
+    assert code == 0 and f"ryzenai-llm pull {PLAIN_REPO}" in out
+
+
+def test_a_missing_weights_file_in_a_plain_folder_says_download_the_package(copy_package):
+    from ryzenai_core import ConfigError, ModelPackage
+
+    folder = copy_package(TINY_LLAMA)
+    (folder / "model.onnx.data").unlink()
+    with pytest.raises(ConfigError, match=r"model.onnx.data is missing from .* \(model.onnx keeps its weights in it\): download the complete package"):
+        ModelPackage.open(folder).check_loadable()
