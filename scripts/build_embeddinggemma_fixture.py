@@ -42,6 +42,10 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from build_fixtures import byte_fallback_layout  # noqa: E402
+
 OUT = ROOT / "tests" / "fixtures" / "embeddings"
 CORPUS = ROOT / "scripts" / "fixture_corpus.txt"
 NAME = "tiny-embeddinggemma"
@@ -127,16 +131,7 @@ def build_tokenizer(out: Path) -> None:
     tok.normalizer = normalizers.Replace(" ", "\u2581")
     trainer = trainers.BpeTrainer(vocab_size=VOCAB - 256, special_tokens=SPECIALS, show_progress=False)
     tok.train_from_iterator([CORPUS.read_text(encoding="utf-8")] * 4, trainer)
-    data = json.loads(tok.to_str())
-    trained = sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1])
-    order = [*SPECIALS, *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in trained if p not in SPECIALS)]
-    data["model"]["vocab"] = {p: i for i, p in enumerate(order[:VOCAB])}
-    keep = set(data["model"]["vocab"])
-    data["model"]["merges"] = [
-        m for m in data["model"]["merges"] if ("".join(m) if isinstance(m, list) else m.replace(" ", "")) in keep
-    ]
-    for added in data["added_tokens"]:
-        added["id"] = data["model"]["vocab"][added["content"]]
+    data = byte_fallback_layout(json.loads(tok.to_str()), SPECIALS, VOCAB)
     data["post_processor"] = json.loads(
         processors.TemplateProcessing(
             single="<bos> $A <eos>",
