@@ -145,6 +145,22 @@ def train_tokenizer(fam: Family, out: Path) -> None:
     tok.save(str(out / "tokenizer.json"))
 
 
+def byte_fallback_layout(data: dict, specials: list[str], vocab: int) -> dict:
+    """A trained BPE tokenizer.json (as a dict) laid out as SentencePiece models are: the specials,
+    the 256 ``<0xNN>`` byte tokens, then the trained pieces; cut to ``vocab``, merges kept only
+    between pieces that remain, added tokens renumbered."""
+    trained = sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1])
+    order = [*specials, *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in trained if p not in specials)]
+    data["model"]["vocab"] = {p: i for i, p in enumerate(order[:vocab])}
+    keep = set(data["model"]["vocab"])
+    data["model"]["merges"] = [
+        m for m in data["model"]["merges"] if ("".join(m) if isinstance(m, list) else m.replace(" ", "")) in keep
+    ]
+    for added in data["added_tokens"]:
+        added["id"] = data["model"]["vocab"][added["content"]]
+    return data
+
+
 def train_sentencepiece_tokenizer(out: Path, vocab: int = VOCAB) -> None:
     """A Llama 2 style tokenizer: ``<unk> <s> </s>``, the 256 ``<0xNN>`` byte tokens, then BPE pieces.
 
@@ -159,16 +175,7 @@ def train_sentencepiece_tokenizer(out: Path, vocab: int = VOCAB) -> None:
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first")
     trainer = trainers.BpeTrainer(vocab_size=vocab - 256, special_tokens=specials, show_progress=False)
     tok.train_from_iterator([CORPUS.read_text(encoding="utf-8")] * 4, trainer)
-    data = json.loads(tok.to_str())
-    trained = sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1])
-    order = [*specials, *(f"<0x{b:02X}>" for b in range(256)), *(p for p, _ in trained if p not in specials)]
-    data["model"]["vocab"] = {p: i for i, p in enumerate(order[:vocab])}
-    keep = set(data["model"]["vocab"])
-    data["model"]["merges"] = [
-        m for m in data["model"]["merges"] if ("".join(m) if isinstance(m, list) else m.replace(" ", "")) in keep
-    ]
-    for added in data["added_tokens"]:
-        added["id"] = data["model"]["vocab"][added["content"]]
+    data = byte_fallback_layout(json.loads(tok.to_str()), specials, vocab)
     data["decoder"] = {
         "type": "Sequence",
         "decoders": [

@@ -25,6 +25,8 @@ __all__ = ["BGE_QUERY_INSTRUCTION", "EmbeddingPackage", "is_embedding_folder"]
 #: BGE English v1.5's query instruction (its model card); documents get none.
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 _HIDDEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
+#: The sentence-transformers modules this engine applies (any other changes the vectors: Dense...).
+_APPLIED_MODULES = ("Transformer", "Pooling", "Normalize")
 
 
 def is_embedding_folder(path: str | os.PathLike[str]) -> bool:
@@ -113,6 +115,8 @@ class EmbeddingPackage(EncoderPackage):
             modes = [k.removeprefix("pooling_mode_").removesuffix("_token") for k, v in pool_cfg.items()
                      if k.startswith("pooling_mode_") and v is True]
             modes = ["mean" if m == "mean_tokens" else m for m in modes]
+            if not modes and isinstance(pool_cfg.get("pooling_mode"), str):  # sentence-transformers 6's layout
+                modes = [pool_cfg["pooling_mode"]]
             if modes not in (["cls"], ["mean"]):
                 raise ConfigError(
                     f"{pool_path.relative_to(folder)} asks for pooling {modes or 'none'}; this engine pools "
@@ -126,6 +130,18 @@ class EmbeddingPackage(EncoderPackage):
         modules = json_or_none(folder / "modules.json", "sentence-transformers module list")
         if isinstance(modules, list):
             normalize = any(str(m.get("type", "")).endswith("Normalize") for m in modules if isinstance(m, dict))
+            unapplied = [
+                f"{m.get('path') or m.get('name')} ({str(m.get('type', '')).rsplit('.', 1)[-1]})"
+                for m in modules
+                if isinstance(m, dict) and str(m.get("type", "")).rsplit(".", 1)[-1] not in _APPLIED_MODULES
+            ]
+            if unapplied:
+                raise UnsupportedModelError(
+                    f"{folder.name}'s modules.json runs {', '.join(unapplied)} besides pooling and normalisation; "
+                    "this engine does not apply them, so its vectors would not be the model's (EmbeddingGemma's "
+                    "Dense layers, for one). Use a model without such modules",
+                    path=folder / "modules.json",
+                )
         else:
             normalize = True
 
