@@ -6,7 +6,7 @@ onnxruntime-genai's own model builder (int4, CPU), then given the real chat temp
 their family. Byte tokens that are not valid UTF-8 on their own get a -1e4 logit bias in the
 graph, so random output is always valid text.
 
-Needs the ``fixtures`` extra (torch, transformers, tokenizers, onnx_ir); tests and CI do not:
+Needs the ``fixtures`` extra (torch, transformers, tokenizers, onnx_ir, peft); tests and CI do not:
 the outputs are committed.
 
     python scripts/build_fixtures.py            # models + replicas (about a minute)
@@ -479,6 +479,9 @@ def main() -> None:
         shutil.copytree(MODELS / "tiny-llama", embedded)
         (embedded / "README.md").write_text(EMBEDDED_CARD, encoding="utf-8")
         build_model(QWEN3, MODELS / "tiny-qwen3")
+        import build_lora_fixture  # noqa: PLC0415  (sibling script: tiny-qwen3's checkpoint with LoRA inputs)
+
+        build_lora_fixture.main()
         build_model(GEMMA3, MODELS / "tiny-gemma3-text", max_positions=16384)
         build_gemma3_sliding()
         import build_gemma3_vision  # noqa: PLC0415  (sibling script)

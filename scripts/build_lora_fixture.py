@@ -27,7 +27,8 @@ those of the same checkpoint built without LoRA paths, and with each adapter tho
 builder's graph with that adapter built in. The token lists land in ``lora.json`` beside the
 model, the reference the tests compare with.
 
-Needs the ``fixtures`` extra and ``peft``; tests and CI use the committed output.
+Needs the ``fixtures`` extra; tests and CI use the committed output. ``build_fixtures.py`` runs it
+after tiny-qwen3, whose checkpoint it shares.
 
     python scripts/build_lora_fixture.py       # about 40 s
 """
