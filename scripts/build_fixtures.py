@@ -289,7 +289,14 @@ def make_checkpoint(
     )
     model = getattr(transformers, fam.arch)(cfg)
     model.save_pretrained(hf)
-    tcfg = {
+    tcfg = tokenizer_config(fam, max_positions)
+    (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
+    return ids, tcfg
+
+
+def tokenizer_config(fam: Family, max_positions: int) -> dict:
+    """The tokenizer_config.json of a fixture checkpoint (the chat template is added to the shipped one)."""
+    return {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": fam.bos,
         "eos_token": fam.eos,
@@ -298,8 +305,6 @@ def make_checkpoint(
         "clean_up_tokenization_spaces": False,
         **fam.tokenizer_config,
     }
-    (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
-    return ids, tcfg
 
 
 def run_builder(hf: Path, build: Path, cache: Path, extra_options: list[str] = (), precision: str = "int4") -> None:
@@ -354,21 +359,13 @@ def finish_folder(fam: Family, build: Path, out: Path, ids: dict[str, int], tcfg
     )
 
 
-def build_model(
-    fam: Family,
-    out: Path,
-    *,
-    hidden: int = 128,
-    layers: int = 2,
-    heads: int = 4,
-    kv_heads: int = 2,
-    ffn: int = 256,
-    max_positions: int = 4096,
-) -> None:
-    log(f"building {out.relative_to(ROOT)} ({fam.name}, hidden {hidden}, {layers} layers)")
+def build_model(fam: Family, out: Path, **shape: int) -> None:
+    """``out``: a fixture model of ``fam``, ``shape`` as :func:`make_checkpoint` takes it."""
+    log(
+        f"building {out.relative_to(ROOT)} ({fam.name}, hidden {shape.get('hidden', 128)}, {shape.get('layers', 2)} layers)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         hf = Path(tmp) / "hf"
-        shape = dict(hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads, ffn=ffn, max_positions=max_positions)
         ids, tcfg = make_checkpoint(fam, hf, **shape)
         build = Path(tmp) / "onnx"
         run_builder(hf, build, Path(tmp) / "cache")
@@ -423,15 +420,7 @@ def build_gemma3_sliding(out: Path = MODELS / "tiny-gemma3-sliding", *, max_posi
         )
         torch.manual_seed(SEED)
         Gemma3ForCausalLM(cfg).save_pretrained(hf)
-        tcfg = {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": fam.bos,
-            "eos_token": fam.eos,
-            "pad_token": fam.pad,
-            "model_max_length": max_positions,
-            "clean_up_tokenization_spaces": False,
-            **fam.tokenizer_config,
-        }
+        tcfg = tokenizer_config(fam, max_positions)
         (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
         build = Path(tmp) / "onnx"
         build_gemma3_vision.run_builder(hf, build, Path(tmp) / "cache", [])
