@@ -19,8 +19,9 @@ onnxruntime-genai's own model builder and onnxruntime's ``AdapterFormat``:
    whose rank dimension is dynamic (``lora_r``) and whose default is an empty (rank 0)
    tensor, so without an adapter the LoRA paths add zeros and the model is the base model;
 4. each adapter: its LoRA weights, as the builder wrote them, saved with
-   ``onnxruntime.AdapterFormat`` under the base's input names. ``beta`` covers a subset of the
-   inputs; the others keep their empty defaults.
+   ``onnxruntime.AdapterFormat`` under the base's input names, which are Olive's
+   (``model.layers.0.attn.q_proj.lora_A.weight``). ``beta`` covers a subset of the inputs;
+   the others keep their empty defaults.
 
 The script checks its output before writing it: greedy tokens of the base with no adapter are
 those of the same checkpoint built without LoRA paths, and with each adapter those of the
@@ -106,14 +107,22 @@ def build_with_adapter(hf: Path, peft: Path, work: Path) -> Path:
     return build
 
 
+def input_name(node) -> str:  # noqa: ANN001  (an onnx.NodeProto)
+    """The graph input (and adapter tensor) name of a LoRA MatMul's weight, as Olive's ExtractAdapters names it.
+
+    ``/model/layers.0/attn/q_proj/lora_A/MatMul`` -> ``model.layers.0.attn.q_proj.lora_A.weight``.
+    """
+    return ".".join([*node.name.lstrip("/").split("/")[:-1], "weight"])
+
+
 def lora_weights(model_path: Path) -> dict:
-    """The LoRA weight tensors (name -> numpy array) of a graph the builder wrote with an adapter."""
+    """The LoRA weight tensors (input name -> numpy array) of a graph the builder wrote with an adapter."""
     import onnx
     from onnx import numpy_helper
 
     model = onnx.load(str(model_path))
     inits = {i.name: i for i in model.graph.initializer}
-    return {n.input[1]: numpy_helper.to_array(inits[n.input[1]]) for n in lora_matmuls(model)}
+    return {input_name(n): numpy_helper.to_array(inits[n.input[1]]) for n in lora_matmuls(model)}
 
 
 def make_inputs(model_path: Path) -> list[str]:
@@ -124,21 +133,22 @@ def make_inputs(model_path: Path) -> list[str]:
 
     model = onnx.load(str(model_path))
     graph = model.graph
-    names = {n.input[1]: "/lora_A/" in n.name for n in lora_matmuls(model)}
+    inits = {i.name: i for i in graph.initializer}
     kept = []
-    for init in list(graph.initializer):
-        if init.name not in names:
-            continue
+    for node in lora_matmuls(model):
+        init = inits.pop(node.input[1])
         array = numpy_helper.to_array(init)
-        rank_axis = 1 if names[init.name] else 0  # lora_A is [in, r], lora_B is [r, out]
+        rank_axis = 1 if "/lora_A/" in node.name else 0  # lora_A is [in, r], lora_B is [r, out]
         empty_shape = list(array.shape)
         empty_shape[rank_axis] = 0
+        name = input_name(node)
+        node.input[1] = name
         graph.initializer.remove(init)
-        graph.initializer.append(numpy_helper.from_array(np.zeros(empty_shape, dtype=array.dtype), init.name))
+        graph.initializer.append(numpy_helper.from_array(np.zeros(empty_shape, dtype=array.dtype), name))
         dims: list[int | str] = list(array.shape)
         dims[rank_axis] = RANK_DIM
-        graph.input.append(helper.make_tensor_value_info(init.name, init.data_type, dims))
-        kept.append(init.name)
+        graph.input.append(helper.make_tensor_value_info(name, init.data_type, dims))
+        kept.append(name)
     (model_path.parent / "model.onnx.data").unlink()  # onnx.save appends to an existing data file
     onnx.save(model, str(model_path), save_as_external_data=True, location="model.onnx.data", size_threshold=0)
     return sorted(kept)

@@ -79,10 +79,10 @@ def test_an_adapter_stays_with_its_generator(model, adapters):
 
 def test_a_misfit_adapter_loads_and_fails_at_the_first_run(model, tmp_path: Path):
     ort = pytest.importorskip("onnxruntime")
-    name = "model.layers.0.attn.q_proj.lora_A.MatMul.weight"  # [hidden=128, lora_r]
+    name = "model.layers.0.attn.q_proj.lora_A.weight"  # [hidden=128, lora_r]
     misfits = {
         "shape": {name: np.ones((64, 4), np.float32)},
-        "name": {"model.layers.9.attn.q_proj.lora_A.MatMul.weight": np.ones((128, 4), np.float32)},
+        "name": {"model.layers.9.attn.q_proj.lora_A.weight": np.ones((128, 4), np.float32)},
         "dtype": {name: np.ones((128, 4), np.float16)},
     }
     loaded = og.Adapters(model)
