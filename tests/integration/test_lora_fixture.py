@@ -77,6 +77,26 @@ def test_an_adapter_stays_with_its_generator(model, adapters):
     assert greedy(model, prompt, adapters, "beta") == MANIFEST["greedy"]["beta"][0]
 
 
+def test_live_generators_keep_their_own_adapters(model, adapters):
+    """The engine keeps one generator for KV reuse while others run: adapters must not leak between them."""
+    prompt = MANIFEST["prompts"][1]
+    ids = list(og.Tokenizer(model).encode(prompt))
+    live = {}
+    for name in [None, "alpha", "beta"]:
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=len(ids) + MANIFEST["new_tokens"], do_sample=False)
+        live[name] = og.Generator(model, params)
+        if name is not None:
+            live[name].set_active_adapter(adapters, name)
+        live[name].append_tokens(ids)
+    while not all(g.is_done() for g in live.values()):  # one token of each in turn
+        for g in live.values():
+            if not g.is_done():
+                g.generate_next_token()
+    got = {name or "base": [int(t) for t in g.get_sequence(0)[len(ids) :]] for name, g in live.items()}
+    assert got == {name: runs[1] for name, runs in MANIFEST["greedy"].items()}
+
+
 def test_a_misfit_adapter_loads_and_fails_at_the_first_run(model, tmp_path: Path):
     ort = pytest.importorskip("onnxruntime")
     name = "model.layers.0.attn.q_proj.lora_A.weight"  # [hidden=128, lora_r]
