@@ -6,7 +6,7 @@ onnxruntime-genai's own model builder (int4, CPU), then given the real chat temp
 their family. Byte tokens that are not valid UTF-8 on their own get a -1e4 logit bias in the
 graph, so random output is always valid text.
 
-Needs the ``fixtures`` extra (torch, transformers, tokenizers, onnx_ir); tests and CI do not:
+Needs the ``fixtures`` extra (torch, transformers, tokenizers, onnx_ir, peft); tests and CI do not:
 the outputs are committed.
 
     python scripts/build_fixtures.py            # models + replicas (about a minute)
@@ -258,9 +258,9 @@ def portable_genai_config(build: Path) -> dict:
     return gcfg
 
 
-def build_model(
+def make_checkpoint(
     fam: Family,
-    out: Path,
+    hf: Path,
     *,
     hidden: int = 128,
     layers: int = 2,
@@ -268,90 +268,116 @@ def build_model(
     kv_heads: int = 2,
     ffn: int = 256,
     max_positions: int = 4096,
-) -> None:
+) -> tuple[dict[str, int], dict]:
+    """A random-weight Hugging Face checkpoint of ``fam`` in ``hf``: its added-token ids and tokenizer config."""
     import torch
     import transformers
 
-    log(f"building {out.relative_to(ROOT)} ({fam.name}, hidden {hidden}, {layers} layers)")
+    hf.mkdir(parents=True, exist_ok=True)
+    train_tokenizer(fam, hf)
+    tok = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
+    ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
+    torch.manual_seed(SEED)
+    cfg_cls = getattr(transformers, fam.arch.replace("ForCausalLM", "Config"))
+    cfg = cfg_cls(
+        vocab_size=VOCAB,
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=hidden // heads,
+        max_position_embeddings=max_positions,
+        rope_theta=500000.0,
+        tie_word_embeddings=False,
+        bos_token_id=ids[fam.bos] if fam.bos else None,
+        eos_token_id=[ids[t] for t in fam.eos_ids],
+        pad_token_id=ids[fam.pad],
+    )
+    model = getattr(transformers, fam.arch)(cfg)
+    model.save_pretrained(hf)
+    tcfg = tokenizer_config(fam, max_positions)
+    (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
+    return ids, tcfg
+
+
+def tokenizer_config(fam: Family, max_positions: int) -> dict:
+    """The tokenizer_config.json of a fixture checkpoint (the chat template is added to the shipped one)."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": fam.bos,
+        "eos_token": fam.eos,
+        "pad_token": fam.pad,
+        "model_max_length": max_positions,
+        "clean_up_tokenization_spaces": False,
+        **fam.tokenizer_config,
+    }
+
+
+def run_builder(hf: Path, build: Path, cache: Path, extra_options: list[str] = (), precision: str = "int4") -> None:
+    """onnxruntime-genai's model builder on ``hf`` (CPU), in a subprocess, quietly."""
+    extra = ["--extra_options", *extra_options] if extra_options else []
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "onnxruntime_genai.models.builder",
+            "-i",
+            str(hf),
+            "-o",
+            str(build),
+            "-p",
+            precision,
+            "-e",
+            "cpu",
+            "-c",
+            str(cache),
+            *extra,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def finish_folder(fam: Family, build: Path, out: Path, ids: dict[str, int], tcfg: dict) -> None:
+    """``out`` as the fixtures ship it: the builder's graph and tokenizer, a portable genai_config, the family's template."""
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    for name in ("model.onnx", "model.onnx.data", "tokenizer.json"):
+        shutil.copy2(build / name, out / name)
+    gcfg = portable_genai_config(build)
+    gcfg["model"]["eos_token_id"] = [ids[t] for t in fam.eos_ids]
+    gcfg["model"]["pad_token_id"] = ids[fam.pad]
+    if fam.bos:
+        gcfg["model"]["bos_token_id"] = ids[fam.bos]
+    (out / "genai_config.json").write_text(json.dumps(gcfg, indent=4) + "\n", encoding="utf-8")
+    tcfg = {**tcfg, "chat_template": (TEMPLATES / fam.template).read_text(encoding="utf-8")}
+    (out / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n", encoding="utf-8")
+    shutil.copy2(TEMPLATES / fam.template, out / "chat_template.jinja")
+    (out / "special_tokens_map.json").write_text(
+        json.dumps(
+            {k: v for k, v in {"bos_token": fam.bos, "eos_token": fam.eos, "pad_token": fam.pad}.items() if v},
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+
+
+def build_model(fam: Family, out: Path, **shape: int) -> None:
+    """``out``: a fixture model of ``fam``, ``shape`` as :func:`make_checkpoint` takes it."""
+    log(
+        f"building {out.relative_to(ROOT)} ({fam.name}, hidden {shape.get('hidden', 128)}, {shape.get('layers', 2)} layers)"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         hf = Path(tmp) / "hf"
-        hf.mkdir()
-        train_tokenizer(fam, hf)
-        tok = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
-        ids = {t["content"]: t["id"] for t in tok["added_tokens"]}
-        torch.manual_seed(SEED)
-        cfg_cls = getattr(transformers, fam.arch.replace("ForCausalLM", "Config"))
-        cfg = cfg_cls(
-            vocab_size=VOCAB,
-            hidden_size=hidden,
-            intermediate_size=ffn,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            num_key_value_heads=kv_heads,
-            head_dim=hidden // heads,
-            max_position_embeddings=max_positions,
-            rope_theta=500000.0,
-            tie_word_embeddings=False,
-            bos_token_id=ids[fam.bos] if fam.bos else None,
-            eos_token_id=[ids[t] for t in fam.eos_ids],
-            pad_token_id=ids[fam.pad],
-        )
-        model = getattr(transformers, fam.arch)(cfg)
-        model.save_pretrained(hf)
-        tcfg = {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": fam.bos,
-            "eos_token": fam.eos,
-            "pad_token": fam.pad,
-            "model_max_length": max_positions,
-            "clean_up_tokenization_spaces": False,
-            **fam.tokenizer_config,
-        }
-        (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
+        ids, tcfg = make_checkpoint(fam, hf, **shape)
         build = Path(tmp) / "onnx"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "onnxruntime_genai.models.builder",
-                "-i",
-                str(hf),
-                "-o",
-                str(build),
-                "-p",
-                "int4",
-                "-e",
-                "cpu",
-                "-c",
-                str(Path(tmp) / "cache"),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        run_builder(hf, build, Path(tmp) / "cache")
         add_logit_bias(build, invalid_utf8_ids(hf / "tokenizer.json"), VOCAB)
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        for name in ("model.onnx", "model.onnx.data", "tokenizer.json"):
-            shutil.copy2(build / name, out / name)
-        gcfg = portable_genai_config(build)
-        gcfg["model"]["eos_token_id"] = [ids[t] for t in fam.eos_ids]
-        gcfg["model"]["pad_token_id"] = ids[fam.pad]
-        if fam.bos:
-            gcfg["model"]["bos_token_id"] = ids[fam.bos]
-        (out / "genai_config.json").write_text(json.dumps(gcfg, indent=4) + "\n", encoding="utf-8")
-        tcfg["chat_template"] = (TEMPLATES / fam.template).read_text(encoding="utf-8")
-        (out / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n", encoding="utf-8")
-        shutil.copy2(TEMPLATES / fam.template, out / "chat_template.jinja")
-        (out / "special_tokens_map.json").write_text(
-            json.dumps(
-                {k: v for k, v in {"bos_token": fam.bos, "eos_token": fam.eos, "pad_token": fam.pad}.items() if v},
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        finish_folder(fam, build, out, ids, tcfg)
 
 
 #: The sliding attention window of ``tiny-gemma3-sliding``: far shorter than the prompts the
@@ -401,15 +427,7 @@ def build_gemma3_sliding(out: Path = MODELS / "tiny-gemma3-sliding", *, max_posi
         )
         torch.manual_seed(SEED)
         Gemma3ForCausalLM(cfg).save_pretrained(hf)
-        tcfg = {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": fam.bos,
-            "eos_token": fam.eos,
-            "pad_token": fam.pad,
-            "model_max_length": max_positions,
-            "clean_up_tokenization_spaces": False,
-            **fam.tokenizer_config,
-        }
+        tcfg = tokenizer_config(fam, max_positions)
         (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
         build = Path(tmp) / "onnx"
         build_gemma3_vision.run_builder(hf, build, Path(tmp) / "cache", [])
@@ -457,6 +475,9 @@ def main() -> None:
         shutil.copytree(MODELS / "tiny-llama", embedded)
         (embedded / "README.md").write_text(EMBEDDED_CARD, encoding="utf-8")
         build_model(QWEN3, MODELS / "tiny-qwen3")
+        import build_lora_fixture  # noqa: PLC0415  (sibling script: tiny-qwen3's checkpoint with LoRA inputs)
+
+        build_lora_fixture.main()
         build_model(GEMMA3, MODELS / "tiny-gemma3-text", max_positions=16384)
         build_gemma3_sliding()
         import build_gemma3_vision  # noqa: PLC0415  (sibling script)
