@@ -280,16 +280,16 @@ class WorkerConnection:
         try:
             write_frame(proc.stdin, message, self._write_lock)
         except (OSError, ValueError) as exc:  # ValueError: its pipe was closed (the reader thread saw it die)
-            if not self._claim(message.rid, proc.pid):
-                # The reader thread saw the worker die first and gave the request's handler that error
-                # (a stream is resent from there): failing it here too would handle it twice.
-                return proc
-            if unread and deadline is not None:
+            if unread and deadline is not None:  # the watchdog stopped it: the caller's error is the timeout
                 raise GenerationTimeoutError(
                     f"the {self.what} (pid {proc.pid}) did not read {doing} within {deadline.seconds:g} s "
                     f"({deadline.setting}); it was stopped, and the next call starts a new worker",
                     phase=phase,
                 ) from exc
+            if not self._claim(message.rid, proc.pid):
+                # The reader thread saw the worker die first and gave the request's handler that error
+                # (a stream is resent from there): failing it here too would handle it twice.
+                return proc
             raise WorkerDiedError(
                 f"the {self.what} process (pid {proc.pid}) is gone ({exc}); the next call starts a new worker"
             ) from exc

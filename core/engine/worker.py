@@ -49,7 +49,7 @@ __all__ = ["CALLS", "ModelWorker", "chunk_message", "main"]
 def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
     """The message for one chunk: a bare :class:`~ryzenai_core.ipc.Delta` when nothing but text and token ids is set."""
     if (
-        chunk.finish_reason is None  # a middle chunk: no usage, timings, plan, stop or dropped messages
+        chunk.finish_reason is None  # a middle chunk: no usage, timings, plan, stop, cut or dropped messages
         and not chunk.reasoning
         and not chunk.tool_calls
         and chunk.usage is None
@@ -58,6 +58,7 @@ def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
         and not chunk.dropped_messages
         and chunk.stop_sequence is None
         and chunk.provider is None
+        and not chunk.cut
     ):
         return Delta(rid, chunk.text, chunk.token_ids)
     return Output(rid, chunk)

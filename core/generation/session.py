@@ -301,9 +301,12 @@ class Session:
         tpl = self.template_for(options)
         tools = prep.tools
         names = [t["function"]["name"] for t in tools]
-        # Under a grammar, unless thinking was asked for, no reasoning block is written: a marker is
-        # then text (inside a JSON string).
-        constrained = options.guidance is not None and options.enable_thinking is not True
+        # Under a JSON grammar (structured output, a forced call: thinking is closed there unless it
+        # was asked for) no reasoning block is written: a marker is then text inside a JSON string. A
+        # regex or Lark grammar of the caller's may write one, and it is read as one.
+        guidance = options.guidance
+        json_out = guidance is not None and (guidance.shape is not None or guidance.type == "json_schema")
+        constrained = json_out and options.enable_thinking is not True
         return OutputParser(
             stop=options.stop,
             reasoning_markers=None if constrained else tpl.reasoning_markers,
