@@ -14,7 +14,8 @@ here, once, with the package's template, tokenizer and budget (:func:`resolve`):
   matching this schema: ..." (the schema compact), or "Answer with one JSON object.", so the
   model knows what it is to write before the grammar makes it; with tools
   (``tool_choice="auto"``) a grammar that allows a tool call in the family's format or the
-  answer in the schema, as an agent with tools and a response format needs;
+  answer in the schema, as an agent with tools and a response format needs (the prompt then
+  says a tool may be called first, at the end of the last user message on every turn);
 - constrained output is closed within the budget while decoding, and a value cut to fit is
   reported (``Chunk.cut``, ``finish_reason="length"``);
 - a grammar decides every token, so a template's thinking block is closed (``enable_thinking``
@@ -165,33 +166,50 @@ def format_instruction(options: GenerationOptions) -> str | None:
     schema beforehand writes the values it means instead of being steered into ones it did
     not. The schema is written compact: no spaces, and without the titles pydantic makes of
     the property names (``"title": "City"`` for ``city``), which tell the model nothing new.
+    With tools the model may call (``tool_choice="auto"``: an agent's turn), the schema is the
+    form of its final answer, and the text says a tool may be called first.
     """
     shape = options.response_format
     if shape is None:
         return None
     if shape.json_schema is None:
-        return "Answer with one JSON object."
-    schema = json.dumps(_without_name_titles(shape.json_schema), separators=(",", ":"), ensure_ascii=False)
-    return f"Answer in JSON matching this schema: {schema}"
+        answer = "one JSON object"
+    else:
+        schema = json.dumps(_without_name_titles(shape.json_schema), separators=(",", ":"), ensure_ascii=False)
+        answer = f"JSON matching this schema: {schema}"
+    if _may_call_tools(options):
+        return f"You may call a tool first; your final answer must be {answer}"
+    return "Answer with one JSON object." if shape.json_schema is None else f"Answer in {answer}"
 
 
 def instructed(messages: Sequence[ChatMessage], options: GenerationOptions) -> Sequence[ChatMessage]:
     """``messages`` with the :func:`format_instruction` at the end of the last user message.
 
     After the last message's text when it is the user's (a text part for a message of parts),
-    else as a new user message. (A raw prompt is sent verbatim: nothing is added to it.)
+    else as a new user message. On an agent's turn (tools the model may call) it ends the last
+    user message wherever that is, after it the calls and their results: every turn then shows
+    the model the conversation the last one did, and no user turn comes between a tool's result
+    and what the model makes of it. (A raw prompt is sent verbatim: nothing is added to it.)
     """
     text = format_instruction(options)
     if text is None or not messages:
         return messages
-    last = messages[-1]
-    if last.role != "user":
+    at = len(messages) - 1
+    if _may_call_tools(options):
+        at = next((i for i in range(at, -1, -1) if messages[i].role == "user"), at)
+    target = messages[at]
+    if target.role != "user":
         return [*messages, ChatMessage("user", text)]
-    if isinstance(last.content, str):
-        content: str | list[dict[str, Any]] = f"{last.content}\n\n{text}" if last.content else text
+    if isinstance(target.content, str):
+        content: str | list[dict[str, Any]] = f"{target.content}\n\n{text}" if target.content else text
     else:
-        content = [*last.content, {"type": "text", "text": f"\n\n{text}"}]
-    return [*messages[:-1], dataclasses.replace(last, content=content)]
+        content = [*target.content, {"type": "text", "text": f"\n\n{text}"}]
+    return [*messages[:at], dataclasses.replace(target, content=content), *messages[at + 1 :]]
+
+
+def _may_call_tools(options: GenerationOptions) -> bool:
+    """Whether the model may answer with a tool call instead (tools sent, none forced)."""
+    return bool(options.tools) and options.tool_choice == "auto"
 
 
 def _without_name_titles(schema: Any, properties: bool = False) -> Any:

@@ -7,8 +7,10 @@ left with what the shortest valid completion needs (plus the shape's reserve). O
 it raises the logits of the tokens that spell the start of that completion, so the model,
 among what the grammar allows, writes it: the open string closes, missing required members get
 minimal values, containers and the framing's tail close, and the turn ends within the budget.
-The values cut or filled that way, and those that reached a bound the library set, are what
-:meth:`Closer.cut_values` reports.
+A value counts as cut or filled once a token it was steered onto writes the part of the
+completion that cuts or fills it (steering onto a call's framing, which the grammar forces
+anyway, or released before that part, cuts nothing). Those values, and those that reached a
+bound the library set, are what :meth:`Closer.cut_values` reports.
 
 Only the last few tokens of a call that runs long pay for it (one copy of the logits a step).
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..prompt.completion import Follower, Shape
+from ..prompt.completion import Cut, Follower, Shape
 
 __all__ = ["Closer", "TokenIndex"]
 
@@ -57,7 +59,7 @@ class TokenIndex:
 class Closer:
     """Closes one generation's constrained JSON within its budget (see the module docstring)."""
 
-    __slots__ = ("_cut", "_follower", "_generator", "_index", "_max_new", "_reserve")
+    __slots__ = ("_cut", "_follower", "_generator", "_index", "_max_new", "_reserve", "_steered")
 
     def __init__(self, shape: Shape, index: TokenIndex, max_new_tokens: int, generator: Any) -> None:
         self._follower = Follower(shape)
@@ -66,16 +68,18 @@ class Closer:
         self._max_new = max_new_tokens
         self._generator = generator
         self._cut: dict[str, None] = {}
+        self._steered: tuple[bytes, list[Cut]] | None = None
 
     def before_step(self, generated: int) -> None:
         """Steer the next token onto the completion when the tokens left are what it needs."""
+        self._steered = None
         done = self._follower.completion()
         if done is None:
             return
         text, cost, cut = done
         if self._max_new - generated > cost + self._reserve or not text:
             return
-        self._cut.update(dict.fromkeys(cut))
+        self._steered = (text, cut)
         logits = self._generator.get_logits().copy()
         ids = self._index.starting(text, logits.shape[-1])
         if ids:
@@ -83,8 +87,12 @@ class Closer:
             self._generator.set_logits(logits)
 
     def feed(self, token: int) -> None:
-        """Follow the token just generated."""
-        self._follower.feed(self._index.bytes_of(token))
+        """Follow the token just generated (and note the values it cut, if it was steered)."""
+        data = self._index.bytes_of(token)
+        if self._steered is not None and data and self._steered[0].startswith(data):
+            self._cut.update((name, None) for name, end in self._steered[1] if end <= len(data))
+        self._steered = None
+        self._follower.feed(data)
 
     def complete(self) -> bool:
         """Whether the output so far is a whole value of one of the shape's forms."""

@@ -97,10 +97,12 @@ class StopChecker:
             return
         if _complete_json(guidance, decoder, generated):
             return
+        fix = "raise max_new_tokens or bound the schema's strings and arrays"
+        if guidance.type == "json_schema":  # a caller's own schema grammar: response_format bounds and closes one
+            fix += ", or pass the schema as response_format (bounded, and closed within the budget)"
         raise GenerationError(
             f"the constrained output ({guidance.type}) was not complete after {plan.max_new_tokens} "
-            f"tokens (max_new_tokens {plan.requested_new_tokens}, window {plan.window}); raise "
-            "max_new_tokens or bound the schema's strings and arrays"
+            f"tokens (max_new_tokens {plan.requested_new_tokens}, window {plan.window}); {fix}"
         )
 
 

@@ -7,7 +7,7 @@ asks it, before each token, for the shortest text that closes the value from whe
 (close the open string, fill the required members still missing with minimal values, close
 every open container, write the framing's tail). When the tokens left are what that text
 needs, the loop steers the model onto it (:mod:`ryzenai_core.generation.closer`), so the
-answer is complete JSON, and says which values were cut (:meth:`Follower.cut_paths`).
+answer is complete JSON, and says which values were cut (:meth:`Follower.completion`).
 
 Pure Python over bytes: no runtime, tested directly.
 """
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BOUND_MARK", "Alternative", "Follower", "Shape", "fresh_value"]
+__all__ = ["BOUND_MARK", "Alternative", "Cut", "Follower", "Shape", "fresh_value"]
 
 #: Key put beside a ``maxLength`` / ``maxItems`` the library chose (not the caller), so that a value
 #: that reaches it is reported as cut. llguidance ignores ``x-`` keys.
@@ -31,6 +31,9 @@ _MAX_DEPTH = 16
 _UNKNOWN = 32  # bytes counted for a value the completion cannot write itself (a pattern, a format)
 _WS = b" \t\r\n"
 _HIGH_SURROGATE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}$")
+
+#: A value a completion cuts or fills: its name, and the offset in the completion's text where that is done.
+Cut = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -401,15 +404,15 @@ class _Tracker:
         top.state = "after"
 
     # -- finishing
-    def completion(self) -> tuple[bytes, int, list[str]]:
+    def completion(self) -> tuple[bytes, int, list[Cut]]:
         """The shortest text that completes the value, the bytes it may take, and the values it cuts or fills."""
         if self.done:
             return b"", 0, []
         if not self.started:
             text, cost = self.fresh(self.root)
-            return text, cost, ["$"]
+            return text, cost, [("$", len(text))]
         out, extra = bytearray(), 0
-        cut: list[str] = []
+        cut: list[Cut] = []
         s = self.scalar
         after_key: _Frame | None = None
         finished_key = ""
@@ -431,15 +434,17 @@ class _Tracker:
                 name = _key_to_finish(top, bytes(s.text))
                 out += name[len(s.text) :] if name.startswith(bytes(s.text)) else b""
                 out += b'"'
+                closed = len(out)  # a free-form key is cut where it closes; a member's name, where its value is
                 after_key = top
                 finished_key = name.decode("utf-8", "replace")
                 value, cost = self.fresh(_member_schema(top.branches, finished_key))
                 out += b":" + value
                 extra += cost - len(value)
-                cut.append(_join(top.path, finished_key))
+                named = finished_key in (top.branches[0].get("properties") or {})
+                cut.append((_join(top.path, finished_key), len(out) if named else closed))
             elif s.kind == "string":
                 out += b'"'
-                cut.append(s.path)
+                cut.append((s.path, len(out)))
             elif s.kind == "number" and bytes(s.text[-1:]) in (b"-", b"+", b".", b"e", b"E"):
                 out += b"0"
             elif s.kind == "literal":
@@ -459,13 +464,13 @@ class _Tracker:
                     out += b":" + value
                     extra += cost - len(value)
                     seen.append(frame.key)
-                    cut.append(_join(frame.path, frame.key))
+                    cut.append((_join(frame.path, frame.key), len(out)))
                 elif frame.state == "value":
                     value, cost = self.fresh(_member_schema(frame.branches, frame.key))
                     out += value
                     extra += cost - len(value)
                     seen.append(frame.key)
-                    cut.append(_join(frame.path, frame.key))
+                    cut.append((_join(frame.path, frame.key), len(out)))
                 need_member = frame.state == "key" and frame is not after_key
                 missing = [k for k in _required(frame.branches[0]) if k not in seen]
                 if need_member and not missing:  # after a comma: one more member, the first the schema has
@@ -477,7 +482,7 @@ class _Tracker:
                     extra += cost - len(value)
                     seen.append(key)
                     need_member = False
-                    cut.append(_join(frame.path, key))
+                    cut.append((_join(frame.path, key), len(out)))
                 out += b"}"
             else:
                 count = frame.count + (1 if inner_done and frame.state in ("first", "value") else 0)
@@ -494,7 +499,7 @@ class _Tracker:
                     first = False
                 out += b"]"
                 if first or count > frame.count:
-                    cut.append(frame.path)
+                    cut.append((frame.path, len(out)))
         return bytes(out), len(out) + extra, cut
 
 
@@ -576,14 +581,14 @@ class _Branch:
                 self.tail += n
                 data = data[n:]
 
-    def completion(self) -> tuple[bytes, int, list[str]]:
+    def completion(self) -> tuple[bytes, int, list[Cut]]:
         prefix = self.alt.prefix[self.pos :]
         text, cost, cut = self.value.completion()
         suffix = self.alt.suffix[self.tail :]
         if self.alt.label:
-            cut = [f"{self.alt.label}({path})" if path != "$" else self.alt.label for path in cut]
+            cut = [(f"{self.alt.label}({p})" if p != "$" else self.alt.label, len(prefix) + e) for p, e in cut]
         else:
-            cut = [path or "$" for path in cut]
+            cut = [(p or "$", len(prefix) + e) for p, e in cut]
         return prefix + text + suffix, len(prefix) + cost + len(suffix), cut
 
 
@@ -603,8 +608,8 @@ class Follower:
         live = [b for b in self._branches if b.alive]
         self._branches = live or self._branches[:0]
 
-    def completion(self) -> tuple[bytes, int, list[str]] | None:
-        """The cheapest completion over the live alternatives (see :meth:`_Tracker.completion`), or None."""
+    def completion(self) -> tuple[bytes, int, list[Cut]] | None:
+        """The cheapest completion of the live alternatives (with each cut's offset in its text), or None."""
         best = None
         for branch in self._branches:
             option = branch.completion()

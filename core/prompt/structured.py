@@ -142,6 +142,8 @@ def _type_cost(kind: Any, schema: dict[str, Any], defs: Mapping[str, Any], cap: 
         items = schema.get("items")
         prefix = [_cost(p, defs, cap, depth + 1) for p in schema.get("prefixItems") or []]
         n = int(schema.get("maxItems", _MAX_ITEMS))
+        if items is False:  # a tuple: its prefix items only
+            n = min(n, len(prefix))
         rest = max(0, n - len(prefix))
         if isinstance(items, dict):
             per = _cost(items, defs, cap, depth + 1)
@@ -237,9 +239,10 @@ def reserve(schema: Mapping[str, Any]) -> int:
     return 2 + grow
 
 
-def _too_small(budget_name: str, max_new_tokens: int, need: int, what: str) -> InvalidRequestError:
+def _too_small(budget_name: str, max_new_tokens: int, need: int, what: str, framing: int = 0) -> InvalidRequestError:
+    parts = f"its framing ({framing} tokens), its shortest value" if framing else "its shortest value"
     return InvalidRequestError(
-        f"{budget_name}={max_new_tokens} is too small for {what}: its shortest value, the room one more token "
+        f"{budget_name}={max_new_tokens} is too small for {what}: {parts}, the room one more token "
         f"may open and the end of the turn take up to {need} tokens; raise {budget_name} to at least {need}"
     )
 
@@ -265,7 +268,7 @@ def bound_schema(
         raise InvalidRequestError(f"a JSON schema must be a dict, got {type(schema).__name__}")
     need = overhead + shortest_value(schema) + reserve(schema)
     if need > max_new_tokens:
-        raise _too_small(budget_name, max_new_tokens, need, "this schema")
+        raise _too_small(budget_name, max_new_tokens, need, "this schema", overhead)
     room = max_new_tokens - overhead - 1
 
     def widest(items: int) -> int:
@@ -362,7 +365,7 @@ def _calls(
         framing = count(prefix) + count(tail)
         need = framing + shortest_value(parameters) + reserve(_bounded(parameters, 1, 1))
         if need > max_new_tokens:
-            raise _too_small(budget_name, max_new_tokens, need, f"{what} {fn['name']!r}")
+            raise _too_small(budget_name, max_new_tokens, need, f"{what} {fn['name']!r}", framing)
         params = bound_schema(parameters, max_new_tokens, overhead=framing, budget_name=budget_name)
         rules.append(f"call{i}: {_lark_string(prefix)} args{i} {_lark_string(tail)}")
         rules.append(f"args{i}: %json {json.dumps(params)}")

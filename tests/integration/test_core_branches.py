@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from ryzenai_core.messages import RawPrompt, ToolCall
 from ryzenai_core.options import GenerationOptions, Guidance
 from ryzenai_core.package.budget import ContextBudget
 from ryzenai_core.prompt.formats import parse_tool_calls
-from ryzenai_core.prompt.structured import bound_schema, output_bound, tool_call_guidance
+from ryzenai_core.prompt.structured import CHARS_PER_TOKEN, bound_schema, output_bound, reserve, tool_call_guidance
 
 # --- token_bytes: the per-token byte table --------------------------------------------------
 
@@ -278,22 +279,25 @@ def test_text_a_parser_returns_beside_json_calls_is_content():
     assert [c.name for c in p.tool_calls] == ["g"]
 
 
-# --- structured: the worst-case bytes of a schema's values -------------------------------------
+# --- structured: the tokens a schema's longest value takes at a realistic cost ----------------
 
-FREE = 2 + 6 * 32  # a value the bounds cannot reach counts as 32 escaped characters of string
+FREE = 2 + math.ceil(32 / CHARS_PER_TOKEN)  # a value the bounds cannot reach counts as a 32-character string
 
 
 @pytest.mark.parametrize(
     ("schema", "expected"),
     [
-        # a literal counts its longer spelling: "ü" may be written as the 6-byte escape \u00fc
+        # a literal counts the bytes of its longer spelling: "ü" may be written as the 6-byte escape \u00fc
         ({"const": "h\u00e9llo"}, len('"h\\u00e9llo"')),
         ({"const": None}, 4),
         ({"enum": ["a", "\u00fc", 10]}, len('"\\u00fc"')),
         ({"enum": ["\U0001f680"]}, len('"\\ud83d\\ude80"')),
         ({"enum": []}, FREE),  # an empty enum is no bound: a free value
         ({"anyOf": [{"type": "boolean"}, {"type": "null"}]}, 5),
-        ({"oneOf": [{"type": "string", "maxLength": 3}], "type": "null"}, 2 + 6 * 3),
+        # the worst of the branches and the type beside them; a string costs its quotes and 3 characters a token
+        ({"oneOf": [{"type": "string", "maxLength": 30}], "type": "null"}, 2 + 10),
+        ({"oneOf": [{"type": "string", "maxLength": 3}], "type": "null"}, 4),
+        ({"type": "string", "maxLength": 300}, 2 + 100),  # the caller's own long bound, at the same rate
         ({"type": "string", "maxLength": 3, "format": "date"}, FREE),
         ({"type": "string", "maxLength": 3, "pattern": "^a+$"}, FREE),
         ({"type": "string"}, FREE),
@@ -303,18 +307,24 @@ FREE = 2 + 6 * 32  # a value the bounds cannot reach counts as 32 escaped charac
         ({}, FREE),
         ({"properties": {"a": {"type": "boolean"}}, "additionalProperties": False}, len('{"a":}') + 5),
         ({"type": "array"}, 2 + 8 * FREE + 7),  # eight free items
-        ({"type": "array", "items": False, "prefixItems": [{"type": "null"}, True]}, 2 + 4 + FREE + 7),
+        ({"type": "array", "items": False, "prefixItems": [{"type": "null"}, True]}, 2 + 4 + FREE + 1),  # a pair
         ({"type": "array", "prefixItems": [{"type": "null"}], "maxItems": 1}, 2 + 4),
         ({"type": "array", "items": {"type": "boolean"}, "maxItems": 3}, 2 + 3 * 5 + 2),
         ({"type": "object"}, 2 + 8 * (FREE + 1 + FREE) + 7),  # free keys, no patternProperties
         ({"type": "object", "maxProperties": 1}, 2 + FREE + 1 + FREE),
     ],
 )
-def test_worst_case_bytes_of_a_schema(schema, expected):
+def test_output_bound_of_a_schema(schema, expected):
     assert output_bound(schema) == expected
 
 
-def test_worst_case_bytes_follow_refs_and_stop_at_a_cycle():
+def test_output_bound_counts_a_long_string_at_the_share_it_is_given():
+    """While sizing the library's own bounds, a longer bound the caller set takes the same share (``cap``)."""
+    assert output_bound({"type": "string", "maxLength": 300}, cap=30) == 2 + 10
+    assert output_bound({"type": "string", "maxLength": 9}, cap=30) == 2 + 3
+
+
+def test_output_bound_follows_refs_and_stops_at_a_cycle():
     defs = {"flag": {"type": "boolean"}, "loop": {"$ref": "#/$defs/loop"}}
     assert output_bound({"$defs": defs, "$ref": "#/$defs/flag"}) == 5
     assert output_bound({"definitions": {"flag": {"type": "null"}}, "$ref": "#/definitions/flag"}) == 4
@@ -333,21 +343,27 @@ def test_bound_schema_counts_free_keys_and_bounds_them():
     (pattern, value), = out["patternProperties"].items()
     assert out["additionalProperties"] is False
     assert value["type"] == ["string", "number", "boolean", "null"]  # any value of a dict field: a scalar
-    chars = int(pattern.rsplit(",", 1)[1].split("}")[0])
-    assert value["maxLength"] == chars >= 1 and out["maxProperties"] >= 1
-    # the bounded object's worst case fits the budget (one token kept for the end of the turn)
-    assert output_bound(out) <= 199
-    assert output_bound(bound_schema({"type": "object"}, 400)) > output_bound(out)
+    assert int(pattern.rsplit(",", 1)[1].split("}")[0]) == 40  # a free-form key: up to 40 characters
+    # each value keeps room for a sentence; fewer keys are allowed rather than shorter strings
+    assert value["maxLength"] >= 32 and 1 <= out["maxProperties"] < 8
+    assert output_bound(out) <= 199  # its longest value fits the budget at a realistic cost (one token kept)
+    wide = bound_schema({"type": "object"}, 400)
+    assert wide["maxProperties"] > out["maxProperties"] and output_bound(out) < output_bound(wide) <= 399
 
 
-def test_bound_schema_says_how_much_budget_a_schema_needs():
-    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}}}}
+def test_bound_schema_refuses_only_a_budget_that_cannot_hold_the_shortest_value():
+    """The worst case need not fit (the closing while decoding keeps the budget); the shortest value must."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}}},
+              "required": ["a", "b"]}
     with pytest.raises(InvalidRequestError) as err:
-        bound_schema(schema, 20, overhead=3)
+        bound_schema(schema, 10, overhead=3)
     msg = str(err.value)
-    assert "max_new_tokens=20 is too small for this schema" in msg and "after 3 tokens of framing" in msg
+    assert "max_new_tokens=10 is too small for this schema: its framing (3 tokens), its shortest value" in msg
     need = int(msg.rsplit("at least ", 1)[1])
-    bound_schema(schema, need, overhead=3)  # the advised budget is enough
+    assert need == 3 + len('{"a":"","b":[]}') + reserve(schema)
+    out = bound_schema(schema, need, overhead=3)  # the advised budget is enough
+    assert out["properties"]["a"]["maxLength"] == 16  # strings keep a floor: at this budget the closing decides
+    assert output_bound(out) + 3 > need
     with pytest.raises(InvalidRequestError):
         bound_schema(schema, need - 1, overhead=3)
 

@@ -193,7 +193,7 @@ async def test_async_generation_error_is_typed_and_the_next_call_works(shared_co
         await run(surface, shared_copy, execution, max_tokens=5, guidance=UNFINISHED)
     assert type(info.value) is GenerationError
     assert "constrained output (json_schema) was not complete after 5 tokens" in str(info.value)
-    assert "raise max_new_tokens" in str(info.value)
+    assert "raise max_new_tokens" in str(info.value) and "pass the schema as response_format" in str(info.value)
     assert await run(surface, shared_copy, execution, max_tokens=SHORT) == SHORT
     _idle(Engine.get(shared_copy, execution=execution))  # type: ignore[arg-type]
 

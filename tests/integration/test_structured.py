@@ -92,11 +92,14 @@ def test_bounded_schema_output_parses_within_the_budget(model, budget):
 @pytest.mark.parametrize("model", [TINY_QWEN3, TINY_LLAMA], ids=["qwen3", "llama"])
 @pytest.mark.parametrize("name", [None, "multiply", "search"])
 def test_forced_tool_call_in_the_family_format(model, name):
+    """The call comes back parsed; a value cut to close within the budget (or at the bound the library set
+    from it) is named, and the finish reason is then "length", as OpenAI reports output cut short."""
     e = Engine.get(model, execution="inline")
-    g = tool_call_guidance(e.template.family, TOOLS, 96, name, count_tokens=e.count_text)
-    c = e.generate(MSGS, validated_options(max_new_tokens=96, temperature=0, tools=TOOLS, guidance=g))
-    assert c.finish_reason == "tool_calls" and len(c.tool_calls) == 1
+    c = e.generate(MSGS, validated_options(max_new_tokens=96, temperature=0, tools=TOOLS, tool_choice=name or "required"))
+    assert len(c.tool_calls) == 1 and c.usage.completion_tokens <= 96
+    assert c.finish_reason == ("length" if c.cut else "tool_calls")
     call = c.tool_calls[0]
+    assert all(cut.startswith(f"{call.name}(") for cut in c.cut)
     assert name is None or call.name == name
     if call.name == "multiply":
         assert isinstance(call.arguments["a"], int) and isinstance(call.arguments["b"], int)
@@ -159,13 +162,16 @@ def test_forced_call_is_refused_before_generating_or_completes(model, which):
         break
     assert need is not None and budget >= need  # small budgets were refused, and the named one passes
     tool_call_guidance(family, tools, need, count_tokens=e.count_text)
+    with pytest.raises(InvalidRequestError, match="too small for a forced call"):  # the call's own path refuses it
+        e.generate(MSGS, validated_options(max_new_tokens=need - 1, tools=tools, tool_choice=name))
     for budget in (need, need + 7, need + 40):
-        g = tool_call_guidance(family, tools, budget, count_tokens=e.count_text)
         for seed in range(6):
             c = e.generate(
-                MSGS, validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, tools=tools, guidance=g)
+                MSGS, validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, tools=tools, tool_choice=name)
             )
-            assert c.finish_reason == "tool_calls" and c.tool_calls[0].name == name, (budget, seed, c.text)
+            # The call always comes back whole; one the budget cut says so ("length", the values named).
+            assert [t.name for t in c.tool_calls] == [name], (budget, seed, c.text)
+            assert c.finish_reason == ("length" if c.cut else "tool_calls") and c.usage.completion_tokens <= budget
 
 
 def test_json_mode_object_closes_within_the_budget():

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from conftest import TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
 from ryzenai_core import ChatMessage, Engine
+from ryzenai_core.messages import ToolCall
 from ryzenai_core.options import validated_options
 
 CALLS: list[str] = []
@@ -69,6 +70,19 @@ def test_auto_with_a_response_format_allows_a_call_or_the_answer(model):
     # Qwen's call starts with <tool_call>, its answer with "{": sampling picks each. Llama's call and answer
     # both start with '{"', and this fixture then always prefers the call's key.
     assert forms == ({"call", "answer"} if model == str(TINY_QWEN3) else {"call"})
+
+
+def test_an_agents_turns_say_the_schema_once_with_the_question(model):
+    """Each turn renders the conversation the last one did: the schema stays with the question, a tool may come first."""
+    e = Engine.get(model)
+    opts = validated_options(tools=[TOOL], response_format={"type": "json_schema", "schema": Weather.model_json_schema()})
+    question = [ChatMessage("user", "What is the weather in Paris?")]
+    call = ChatMessage("assistant", "", tool_calls=[ToolCall("lookup", {"city": "Paris"}, "c1")])
+    first = e.render(question, opts)
+    second = e.render([*question, call, ChatMessage("tool", "sunny, 21 C", tool_call_id="c1")], opts)
+    said = 'What is the weather in Paris?\n\nYou may call a tool first; your final answer must be JSON matching this schema: {'
+    assert said in first and said in second and second.count("final answer") == 1
+    assert second.index(said) < second.index("sunny, 21 C")  # no user turn between the result and the answer
 
 
 def test_create_agent_with_a_response_format_calls_its_tools(model):

@@ -66,7 +66,12 @@ def test_the_cut_names_the_open_string_and_the_members_it_fills():
     follower.feed(b'{"title":"A long ti')
     text, _, cut = follower.completion()
     assert text.startswith(b'"') and b'"items":[{"name":"","qty":1}]' in text
-    assert cut[0] == "title" and {"tags", "items", "total", "paid", "kind"} <= set(cut)
+    names = [name for name, _ in cut]
+    assert names[0] == "title" and {"tags", "items", "total", "paid", "kind"} <= set(names)
+    # Each is cut where its part of the text is written: the string at its closing quote, a member
+    # once its minimal value is written.
+    ends = dict(cut)
+    assert ends["title"] == 1 and text[: ends["items"]].endswith(b'"items":[{"name":"","qty":1}]')
 
 
 def test_a_tool_call_framing_is_part_of_the_completion():
@@ -79,7 +84,14 @@ def test_a_tool_call_framing_is_part_of_the_completion():
     assert follower.completion()[0] == b'"name": "search", "arguments": {"query":""}}\n</tool_call>'
     follower.feed(b'"name": "search", "arguments": {"query":"x')
     text, _, cut = follower.completion()
-    assert text == b'"}}\n</tool_call>' and cut == ["search(query)"]
+    assert text == b'"}}\n</tool_call>' and cut == [("search(query)", 1)]
+
+
+def test_a_value_not_started_is_filled_only_once_it_is_written_whole():
+    args = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    follower = Follower(Shape((Alternative(args, prefix=b'{"name": "f", "arguments": ', suffix=b"}", label="f"),)))
+    text, _, cut = follower.completion()
+    assert text == b'{"name": "f", "arguments": {"n":0}}' and cut == [("f", len(text) - 1)]  # the framing cuts nothing
 
 
 def test_strings_that_reach_a_bound_the_library_set_are_cut_and_the_callers_are_not():
@@ -110,3 +122,14 @@ def test_strings_that_reach_a_bound_the_library_set_are_cut_and_the_callers_are_
 def test_fresh_values(schema, value):
     defs = {"X": {"type": "object", "properties": {"k": {"type": "null"}}, "required": ["k"]}}
     assert fresh_value(schema, defs)[0] == value
+
+
+def test_a_free_form_key_is_cut_where_it_closes_and_a_members_name_where_its_value_is_filled():
+    free = {"type": "object", "patternProperties": {"^.{1,40}$": {"type": "integer"}}, "additionalProperties": False}
+    follower = Follower(Shape((Alternative(free),)))
+    follower.feed(b'{"ab')
+    assert follower.completion()[0] == b'":0}' and follower.completion()[2] == [("ab", 1)]
+    follower = Follower(Shape((Alternative(SCHEMA),)))
+    follower.feed(b'{"tit')
+    text, _, cut = follower.completion()
+    assert text.startswith(b'le":""') and cut[0] == ("title", len(b'le":""'))

@@ -175,3 +175,19 @@ def test_the_instruction_ends_the_last_user_message():
     assert instructed(parts, shaped)[0].content[-1] == {"type": "text", "text": "\n\nAnswer with one JSON object."}
     after_tool = [ChatMessage("user", "Add."), ChatMessage("tool", "3", tool_call_id="c")]
     assert instructed(after_tool, shaped)[-1] == ChatMessage("user", "Answer with one JSON object.")
+
+
+def test_on_an_agents_turn_the_instruction_says_a_tool_may_come_first_and_stays_with_the_question():
+    """Tools the model may call and a response format: every turn keeps the instruction where the first had it."""
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
+    agent = GenerationOptions(tools=[tool], response_format={"type": "json_object"})
+    said = "You may call a tool first; your final answer must be one JSON object"
+    assert format_instruction(agent) == said
+    assert format_instruction(agent.replace(tool_choice="none")) == "Answer with one JSON object."
+    question = [ChatMessage("system", "Be brief."), ChatMessage("user", "Weather in Paris?")]
+    turn = [*question, ChatMessage("assistant", "", tool_calls=[]), ChatMessage("tool", "sunny", tool_call_id="c")]
+    first, second = instructed(question, agent), instructed(turn, agent)
+    assert first[1].content == second[1].content == f"Weather in Paris?\n\n{said}"
+    assert second[2:] == turn[2:]  # no user turn between the tool's result and the answer
+    # Without tools to call, the answer comes next: the instruction follows the tool's result.
+    assert instructed(turn, agent.replace(tool_choice="none"))[-1] == ChatMessage("user", "Answer with one JSON object.")
