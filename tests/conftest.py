@@ -86,6 +86,20 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
     monkeypatch.setattr(ort, "InferenceSession", refuse)
 
 
+@pytest.fixture
+def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A scripted model behind every LLM engine the test opens (see tests/fake_engine.py): nothing loads.
+
+    Its ``requests`` are what the faces sent; ``answer(...)`` and ``fail(...)`` script the next calls.
+    """
+    from fake_engine import FakeModel
+    from ryzenai_core import Engine
+
+    fake = FakeModel()
+    monkeypatch.setattr(Engine, "registry", fake.registry)
+    return fake
+
+
 @pytest.fixture(autouse=True)
 def _no_release_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see no RYZENAI_VERSION, RYZENAI_EP_PATH or RYZENAI_LLM_SPLIT_PREFILL unless they set it."""
