@@ -22,13 +22,14 @@ with the core's typed error, word for word. ``count_tokens``, ``render``, ``enco
     fake.fail(GenerationError("boom"))                # an error before any output
     fake.answer("slow", delay=0.2)                    # seconds before each chunk
     fake.answer(chunks=[Chunk("a"), Chunk(...)])     # exactly these chunks
+    fake.respond(lambda request: ...)                 # what it writes for calls not scripted, by request
 
 What the model "writes" is tokenized with the package's tokenizer and fed token by token through
 the core's incremental decoder and output parser, as a model's tokens are: the call's stop strings
 cut it (``stop_sequence``), ``max_new_tokens`` ends it (``finish_reason="length"``), reasoning
 and tool calls are split out in the template family's format, and the last chunk carries the
 tool calls, usage, timings, plan, dropped messages and provider. Calls with no answer left in the
-script write :data:`DEFAULT_WRITES`. ``tests/integration/test_fake_contract.py`` runs the same
+script write what :meth:`FakeModel.respond` says, else :data:`DEFAULT_WRITES`. ``tests/integration/test_fake_contract.py`` runs the same
 scripted conversations through this and through the fixture models and compares the chunks, so
 the fake cannot drift from the real thing.
 
@@ -109,6 +110,7 @@ class FakeModel:
         self.requests: list[Request] = []
         self.registry = FakeRegistry(self)
         self._answers: list[Answer] = []
+        self._respond: Callable[[Request], str] | None = None
         self._lock = threading.Lock()
 
     def answer(self, writes: str = DEFAULT_WRITES, **script: Any) -> FakeModel:
@@ -121,10 +123,17 @@ class FakeModel:
         """Queue a call that fails with ``error`` before any output."""
         return self.answer("", error=error)
 
-    def next_answer(self) -> Answer:
-        """The answer of the next call (queued, else :data:`DEFAULT_WRITES`)."""
+    def respond(self, writes: Callable[[Request], str]) -> FakeModel:
+        """Answer every call the queue has no answer for with ``writes(request)`` (a model as a function); returns self."""
+        self._respond = writes
+        return self
+
+    def next_answer(self, request: Request) -> Answer:
+        """The answer of the next call: queued, else :meth:`respond`'s, else :data:`DEFAULT_WRITES`."""
         with self._lock:
-            return self._answers.pop(0) if self._answers else Answer()
+            if self._answers:
+                return self._answers.pop(0)
+        return Answer(self._respond(request)) if self._respond is not None else Answer()
 
     def record(self, request: Request) -> None:
         """A fake engine received ``request``."""
@@ -225,7 +234,7 @@ class FakeBackend(Backend):
 
     def launch(self, call: PendingCall) -> None:
         """Play the next answer on a producer thread of its own (as the inline backend runs a model)."""
-        answer, put = self.model.next_answer(), call.put
+        answer, put = self.model.next_answer(call.request), call.put
 
         def produce() -> None:
             try:
