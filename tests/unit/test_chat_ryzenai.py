@@ -30,7 +30,7 @@ from langchain_core.tools import tool
 from pydantic import ValidationError
 
 import langchain_ryzenai
-from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3
+from conftest import REPLICAS, TINY_LLAMA, TINY_QWEN3, chat_model_start
 from langchain_ryzenai import ChatRyzenAI
 from langchain_ryzenai._convert import to_core_messages as _to_core_messages
 from ryzenai_core import (
@@ -64,26 +64,6 @@ def aggregate(chunks: list[AIMessageChunk]) -> AIMessageChunk:
     for c in chunks[1:]:
         full = full + c
     return full
-
-
-class Started(BaseCallbackHandler):
-    """What LangChain tells callbacks when a chat model starts: its LangSmith metadata and invocation params."""
-
-    def __init__(self) -> None:
-        self.metadata: list[dict[str, Any]] = []
-        self.params: list[dict[str, Any]] = []
-
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, metadata: Any = None, **kwargs: Any) -> None:
-        # the model's LangSmith params (LangChain adds its own ls_integration)
-        self.metadata.append({k: v for k, v in (metadata or {}).items() if k.startswith("ls_") and k != "ls_integration"})
-        self.params.append(kwargs["invocation_params"])
-
-
-def started(llm: Any, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The LangSmith params and the invocation params of one call of ``llm``."""
-    handler = Started()
-    llm.invoke(*args, config={"callbacks": [handler]}, **kwargs)
-    return handler.metadata[-1], handler.params[-1]
 
 
 # ---------------------------------------------------------------------- construction and identity
@@ -131,7 +111,7 @@ def test_only_set_options_are_sent_down(fake_model):
 
 def test_identity_and_langsmith_params():
     llm = chat(stop=["END"], max_tokens=7)
-    ls, params = started(llm, "Hello")
+    ls, params = chat_model_start(llm, "Hello")
     assert params["_type"] == "ryzenai-chat"
     assert params["model"] == QWEN and params["max_tokens"] == 7
     assert ls == {
@@ -142,8 +122,8 @@ def test_identity_and_langsmith_params():
         "ls_max_tokens": 7,
         "ls_stop": ["END"],
     }
-    assert started(llm, "Hello", stop=["x"], model="tiny-random-llama")[0]["ls_model_name"] == "tiny-random-llama"
-    assert started(llm, "Hello", stop=["x"])[0]["ls_stop"] == ["x"]
+    assert chat_model_start(llm, "Hello", stop=["x"], model="tiny-random-llama")[0]["ls_model_name"] == "tiny-random-llama"
+    assert chat_model_start(llm, "Hello", stop=["x"])[0]["ls_stop"] == ["x"]
 
 
 def test_exports():
@@ -413,5 +393,5 @@ def test_session_options_reach_the_engine_as_in_llamaindex(fake_model):
     assert llm.engine is li.engine
     assert json.loads(llm.engine.key.session_options) == so
     assert llm.invoke("hi").usage_metadata["output_tokens"] == 2
-    _, params = started(ChatRyzenAI(model=str(TINY_LLAMA), session_options={"enable_profiling": False}), "hi")
+    _, params = chat_model_start(ChatRyzenAI(model=str(TINY_LLAMA), session_options={"enable_profiling": False}), "hi")
     assert params["session_options"] == {"enable_profiling": False}
