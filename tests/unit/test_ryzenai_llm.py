@@ -37,12 +37,13 @@ from llama_index.core.prompts import PromptTemplate
 from llama_index.core.tools import FunctionTool
 from pydantic import BaseModel, Field
 
-from conftest import REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
+from conftest import MODELS, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from fake_engine import DEFAULT_WRITES
 from llamaindex_ryzenai import BucketPackingPostprocessor, PackageTokenizer, RyzenAILLM
 from llamaindex_ryzenai._convert import to_core_message, to_core_messages
 from llamaindex_ryzenai._tokens import is_default_tokenizer, tokenizer_owner
-from ryzenai_core import Engine, InvalidRequestError, ModelNotFoundError
+from ryzenai_core import Engine, InvalidRequestError, ModelNotFoundError, ModelPackage
+from ryzenai_core.package.capabilities import capabilities, read_capabilities
 
 USER = [ChatMessage(role="system", content="You are terse."), ChatMessage(role="user", content="Name a colour.")]
 EMPTY_TURN = [ChatMessage(role="system", content=""), ChatMessage(role="user", content="")]
@@ -485,3 +486,23 @@ def test_exports_are_sorted_and_complete():
     for name in llamaindex_ryzenai.__all__:
         assert hasattr(llamaindex_ryzenai, name), name
     assert BucketPackingPostprocessor.class_name() == "BucketPackingPostprocessor"
+
+
+# ---------------------------------------------------------------------- capabilities and metadata, the same facts
+def test_llamaindex_metadata_from_the_same_facts():
+    for folder, tools in ((TINY_QWEN3, True), (TINY_GEMMA3, False)):
+        llm = RyzenAILLM(model=str(folder))
+        caps = llm.capabilities
+        assert caps == capabilities(ModelPackage.open(folder))
+        meta = llm.metadata
+        assert meta.is_chat_model
+        assert meta.is_function_calling_model is caps.tools is tools
+        assert meta.num_output == caps.output_budget
+        assert meta.context_window <= caps.prompt_limit + caps.output_budget
+
+
+def test_llamaindex_capabilities_of_a_replica_and_the_vision_fixture():
+    npu = RyzenAILLM(model=str(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K"), release="1.5.0").capabilities
+    assert npu == read_capabilities(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", release="1.5.0")
+    assert npu.prompt_limit == 2048
+    assert RyzenAILLM(model=str(MODELS / "tiny-gemma3-vision")).capabilities.images
