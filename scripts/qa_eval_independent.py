@@ -30,18 +30,18 @@ _PREFIX = ["Ash", "Thorn", "Salt", "Elder", "Wind", "Frost", "Marl", "Cinder", "
            "Moss", "Fern", "Iron", "Lark", "Wren", "Cold", "Glen", "Black", "Stone", "Amber", "Hazel", "Otter"]
 _SUFFIX = ["mere", "wick", "holm", "fell", "gate", "combe", "stow", "by", "thwaite", "ness", "ley", "bourne",
            "hurst", "wold", "garth", "shaw", "croft", "ridge", "brook", "field"]
-_FIRST = ["Ingrid", "Tomasz", "Abena", "Oluwaseun", "Rosalind", "Joaquim", "Sigrun", "Kwame", "Mirela", "Anselm",
-          "Dagny", "Esperanza", "Halvard", "Yaw", "Leocadia", "Bartholomew", "Solveig", "Inês", "Kofi", "Thurid",
-          "Ambrose", "Perpetua", "Evander", "Adaeze", "Lisandro", "Gudrun", "Cosimo", "Nnamdi", "Florentyna",
-          "Odalys"]
-_LAST = ["Haugland", "Mensah", "Quaresma", "Lindqvist", "Adeyemi", "Strandberg", "Carvalhal", "Osei-Bonsu",
-         "Whitlow", "Fairweather", "Nakamura-Holt", "Eriksdottir", "Valdés", "Okafor", "Brannock", "Tveit",
-         "Achterberg", "Pennycook", "Sandoval", "Rasmussen", "Oyelaran", "Greenhalgh", "Marchetti", "Boateng",
-         "Holmgren", "Ferreira", "Dunmore", "Asante", "Kjellberg", "Loughton"]
+FIRST = ["Ingrid", "Tomasz", "Abena", "Oluwaseun", "Rosalind", "Joaquim", "Sigrun", "Kwame", "Mirela", "Anselm",
+         "Dagny", "Esperanza", "Halvard", "Yaw", "Leocadia", "Bartholomew", "Solveig", "Inês", "Kofi", "Thurid",
+         "Ambrose", "Perpetua", "Evander", "Adaeze", "Lisandro", "Gudrun", "Cosimo", "Nnamdi", "Florentyna",
+         "Odalys"]
+LAST = ["Haugland", "Mensah", "Quaresma", "Lindqvist", "Adeyemi", "Strandberg", "Carvalhal", "Osei-Bonsu",
+        "Whitlow", "Fairweather", "Nakamura-Holt", "Eriksdottir", "Valdés", "Okafor", "Brannock", "Tveit",
+        "Achterberg", "Pennycook", "Sandoval", "Rasmussen", "Oyelaran", "Greenhalgh", "Marchetti", "Boateng",
+        "Holmgren", "Ferreira", "Dunmore", "Asante", "Kjellberg", "Loughton"]
 _TITLES = ["Dr.", "Prof.", "Captain", "Sister", "Judge", "Mx.", "Sir", "Dame"]
-_MATERIALS = ["basalt", "teak", "copper sheet", "reinforced concrete", "sandstone", "cast iron", "oak and glass",
-              "limestone blocks", "woven bamboo", "brass", "pink granite", "recycled steel", "slate", "clay brick",
-              "cedar planks", "white marble"]
+MATERIALS = ["basalt", "teak", "copper sheet", "reinforced concrete", "sandstone", "cast iron", "oak and glass",
+             "limestone blocks", "woven bamboo", "brass", "pink granite", "recycled steel", "slate", "clay brick",
+             "cedar planks", "white marble"]
 _LANGS = ["Frisian", "Basque", "Twi", "Faroese", "Occitan", "Sardinian", "Yoruba", "Breton", "Romansh", "Sami"]
 _COLOURS = ["saffron", "slate blue", "forest green", "burgundy", "ochre", "charcoal", "cream", "scarlet"]
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -59,14 +59,14 @@ class _Gen:
 
     def person(self) -> str:
         r = self.rng
-        name = f"{r.choice(_FIRST)} {r.choice(_LAST)}"
+        name = f"{r.choice(FIRST)} {r.choice(LAST)}"
         x = r.random()
         if x < 0.15:
             return f"{r.choice(_TITLES)} {name}"
         if x < 0.25:
-            return f"{r.choice(_FIRST)} {r.choice('BCDFGHKLMNPRSTW')}. {r.choice(_LAST)}"
+            return f"{r.choice(FIRST)} {r.choice('BCDFGHKLMNPRSTW')}. {r.choice(LAST)}"
         if x < 0.32:
-            return r.choice(_LAST)
+            return r.choice(LAST)
         return name
 
     def code(self) -> str:
@@ -106,7 +106,7 @@ _KINDS = {
 }
 
 # relation -> (answer kind, fact sentences, "like" questions, "new" questions)
-_REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
+REL: dict[str, tuple[str, list[str], list[str], list[str]]] = {
     "height": ("measure:metres|feet|m", [
         "{Sc} is {A} tall.", "Rising {A} above the ground, {S} can be seen for miles.",
         "{Sc} reaches a height of {A}.", "At {A}, {S} is the tallest structure nearby."],
@@ -224,7 +224,7 @@ def _answer(g: _Gen, kind: str) -> str:
         return g.measure(kind.split(":", 1)[1].split("|"))
     return {
         "person": g.person, "place": g.place, "year": g.year, "date": g.date, "count": g.count,
-        "material": lambda: r.choice(_MATERIALS), "language": lambda: r.choice(_LANGS),
+        "material": lambda: r.choice(MATERIALS), "language": lambda: r.choice(_LANGS),
         "colour": lambda: r.choice(_COLOURS),
     }[kind]()
 
@@ -238,7 +238,7 @@ def _doc(g: _Gen, kind: str, subject: str, rels: list[str], used: set[str]) -> t
     r = g.rng
     sentences, facts = [], {}
     for rel in rels:
-        kind_a, forms, _, _ = _REL[rel]
+        kind_a, forms, _, _ = REL[rel]
         for _ in range(20):
             ans = _answer(g, kind_a)
             if ans not in used:
@@ -270,7 +270,7 @@ def item(rng: random.Random, n_docs: int, wording: str) -> dict:
         docs.append((text, facts, subj))
     text, facts, subj = docs[0]
     rel = rng.choice(list(facts))
-    _, _, like, new = _REL[rel]
+    _, _, like, new = REL[rel]
     question = rng.choice(like if wording == "like" else new).format(S=subj, Sc=_cap(subj))
     order = list(range(n_docs))
     rng.shuffle(order)

@@ -881,7 +881,7 @@ def make_broad_doc(names: BroadNames, used: set[str], kind: str | None = None) -
         return make_broad_doc(names, used, kind)
     if r.random() < 0.15:
         sentences.insert(r.randint(0, len(sentences)), r.choice(BROAD_FILLERS))
-    sentences = _fuse(sentences, r)
+    sentences = fuse(sentences, r)
     text = " ".join(x.format(S=subj, Sc=_cap(subj)) for x in sentences)
     title = _cap(subj[4:] if subj.startswith("the ") else subj)
     return Doc(title=title, text=text, facts=facts, slug=title.lower().replace(" ", "_"))
@@ -893,7 +893,7 @@ BROAD_FILLERS = [
 ]
 
 
-def _fuse(sentences: list[str], r: random.Random) -> list[str]:
+def fuse(sentences: list[str], r: random.Random) -> list[str]:
     """Join some neighbouring sentences about the subject into one, the way prose does: "{Sc} X
     and Y.", "{Sc}, which X, Y.", "<participle> ..., {S} Y." (X, Y: verb phrases of two facts)."""
     out: list[str] = []
@@ -926,7 +926,7 @@ def broad_question(fact: Fact, rng: random.Random) -> str:
     return _freeform(rng.choice(qs).format(S=fact.subject, Sc=_cap(fact.subject)), rng)
 
 
-_REPHRASE = [
+REPHRASE = [
     # (pattern, rewrites): the question's own words, put another way
     (r"^What is the (.+) of (.+)\?$", ["Tell me the {0} of {1}.", "Give me the {0} of {1}.", "What's the {0} of {1}?",
                                       "The {0} of {1} is what?", "{1C}: what is its {0}?", "I need the {0} of {1}.",
@@ -946,7 +946,7 @@ _REPHRASE = [
 def _rephrase(q: str, rng: random.Random) -> str:
     import re
 
-    for pat, outs in _REPHRASE:
+    for pat, outs in REPHRASE:
         m = re.match(pat, q)
         if m:
             g = list(m.groups())

@@ -86,6 +86,37 @@ def _unit_tests_load_no_model(request: pytest.FixtureRequest, monkeypatch: pytes
     monkeypatch.setattr(ort, "InferenceSession", refuse)
 
 
+@pytest.fixture
+def fake_model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A scripted model behind every LLM engine the test opens (see tests/fake_engine.py): nothing loads.
+
+    Its ``requests`` are what the faces sent; ``answer(...)`` and ``fail(...)`` script the next calls.
+    """
+    from fake_engine import FakeModel
+    from ryzenai_core import Engine
+
+    fake = FakeModel()
+    monkeypatch.setattr(Engine, "registry", fake.registry)
+    return fake
+
+
+def chat_model_start(llm: Any, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``llm.invoke(*args, **kwargs)``, and what LangChain told callbacks as it started: the model's LangSmith
+    params (``ls_provider``, ``ls_model_name``, ...; LangChain's own ``ls_integration`` left out) and the
+    invocation params (``_type``, the identifying params, the call's keywords)."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    class Started(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized: Any, messages: Any, *, metadata: Any = None, **kw: Any) -> None:
+            ls = {k: v for k, v in (metadata or {}).items() if k.startswith("ls_") and k != "ls_integration"}
+            seen.append((ls, kw["invocation_params"]))
+
+    llm.invoke(*args, config={"callbacks": [Started()]}, **kwargs)
+    return seen[-1]
+
+
 @pytest.fixture(autouse=True)
 def _no_release_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see no RYZENAI_VERSION, RYZENAI_EP_PATH or RYZENAI_LLM_SPLIT_PREFILL unless they set it."""

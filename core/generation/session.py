@@ -98,6 +98,11 @@ class Session:
         return self._loaded.device if self._loaded is not None else None
 
     @property
+    def kv_cache(self) -> KVCache:
+        """The generator kept for prefix reuse, and the runtime's refusal of a rewind once it refused one."""
+        return self._kv
+
+    @property
     def tokenizer(self) -> Any:
         """The ``og.Tokenizer`` (loads the model on first use)."""
         return self._require().tokenizer

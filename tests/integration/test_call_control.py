@@ -155,6 +155,7 @@ def test_calls_queued_behind_a_replaced_worker_go_to_the_new_one(fresh, monkeypa
 
     first = threading.Thread(target=stuck)
     first.start()
+    # the worker client's running stream (private): no public signal says a call reached the worker
     while engine.backend._running is None and first.is_alive():  # the stuck call has started
         threading.Event().wait(0.01)
     second = threading.Thread(target=queued)

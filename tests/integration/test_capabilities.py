@@ -1,5 +1,6 @@
-"""What a package can do, read from its files: the core's Capabilities, LangChain's profile and
-LlamaIndex's metadata, on a plain fixture model, NPU replicas and the vision fixture."""
+"""What a package can do, read from its files: the core's Capabilities and LangChain's profile, on a plain
+fixture model, NPU replicas and the vision fixture (LlamaIndex's metadata from the same facts: in
+tests/unit/test_ryzenai_llm.py, on the fake engine)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from typing_extensions import get_type_hints
 
 from conftest import MODELS, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
 from langchain_ryzenai import ChatRyzenAI
-from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ModelPackage, RuntimeNotAvailableError
-from ryzenai_core.package.capabilities import capabilities, load_problem, read_capabilities
+from ryzenai_core.package.capabilities import load_problem, read_capabilities
 from ryzenai_core.package.runtime import ENV_RELEASE
 
 VISION = MODELS / "tiny-gemma3-vision"
@@ -184,23 +184,3 @@ def test_building_a_model_reads_its_package_once(monkeypatch):
     for _ in range(10):
         assert ChatRyzenAI(model=str(TINY_LLAMA)).profile["max_input_tokens"] == 4095
     assert opened == []  # no model load, no second read of the folder
-
-
-# ---------------------------------------------------------------------- LlamaIndex: metadata
-def test_llamaindex_metadata_from_the_same_facts():
-    for folder, tools in ((TINY_QWEN3, True), (TINY_GEMMA3, False)):
-        llm = RyzenAILLM(model=str(folder))
-        caps = llm.capabilities
-        assert caps == capabilities(ModelPackage.open(folder))
-        meta = llm.metadata
-        assert meta.is_chat_model
-        assert meta.is_function_calling_model is caps.tools is tools
-        assert meta.num_output == caps.output_budget
-        assert meta.context_window <= caps.prompt_limit + caps.output_budget
-
-
-def test_llamaindex_capabilities_of_a_replica_and_the_vision_fixture():
-    npu = RyzenAILLM(model=str(LLAMA_NPU), release="1.5.0").capabilities
-    assert npu == read_capabilities(LLAMA_NPU, release="1.5.0")
-    assert npu.prompt_limit == 2048
-    assert RyzenAILLM(model=str(VISION)).capabilities.images

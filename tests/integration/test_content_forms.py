@@ -89,6 +89,7 @@ class Runtime:
 def runtime(monkeypatch: pytest.MonkeyPatch) -> Runtime:
     spy = Runtime()
     monkeypatch.setattr(og.Images, "open_bytes", spy.open_bytes(og.Images.open_bytes))
+    # Session's private _processor makes the runtime's processor: the one place to see what reaches it
     monkeypatch.setattr(Session, "_processor", spy.processor(Session._processor))
     return spy
 

@@ -145,9 +145,11 @@ async def run(
     return responses[-1].additional_kwargs["completion_tokens"]
 
 
+# _streaming and _idle read the worker client's tables of calls in flight (its private state): what they
+# check, a call's progress and nothing left behind, has no public view, and an ainvoke shows no chunk.
 def _streaming(engine: Engine) -> bool:
     """Whether a call on ``engine`` has delivered its first chunk to its caller."""
-    backend = engine._backend
+    backend = engine.backend
     if isinstance(backend, WorkerClient):
         return any(c.control.tokens for c in list(backend._streams.values()))
     if isinstance(backend, InlineBackend):
@@ -327,6 +329,7 @@ def test_a_write_to_a_worker_that_is_gone_is_worker_died(own_copy):
     )
     try:
         assert gone.stdout is not None and gone.stdout.read(1) == b"x"  # stdin is closed by now
+        # The connection's process is swapped for it (private): a real worker cannot be made to close its stdin.
         backend._proc = gone
         with pytest.raises(WorkerDiedError) as info:
             backend._send(Call(1, "load", ()))
@@ -344,6 +347,8 @@ def test_cancelling_on_a_dead_worker_does_not_start_a_new_one(own_copy):
     engine = Engine.get(own_copy, execution="process")
     engine.load()
     backend = engine.backend
+    # Private: the process (waited for here, so it is dead for sure) and the cancel of an abandoned call,
+    # which no public call reaches without first starting a new worker.
     proc = backend._proc
     proc.kill()
     proc.wait()
@@ -499,7 +504,8 @@ def test_close_ends_the_worker_and_the_next_call_starts_a_new_one(own_copy):
     old = engine.backend
     pid = old.pid
     engine.close()
-    assert not process_alive(pid) and old.pid is None and engine._backend is None
+    assert not process_alive(pid) and old.pid is None and engine.worker_pid() is None
+    assert engine.backend is not old  # the closed connection is dropped: the next call makes a new one
     engine.close()  # closing twice is harmless
     assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
     assert engine.worker_pid() not in (None, pid)
@@ -529,10 +535,13 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
             engine.load()
             pids.append(engine.worker_pid() if engine.execution == "process" else None)
         inline.generate(MSGS, validated_options(max_new_tokens=SHORT))  # kv_reuse keeps a cached generator
-        assert inline.inline_session()._kv.holds
+        session = inline.inline_session()
+        assert session.kv_cache.holds
+        backends = {e: e.backend for e in (a, b, inline)}
         Engine.close_all()
         assert all(not process_alive(pid) for pid in pids if pid is not None)
-        assert all(e._backend is None for e in (a, b, inline))
+        assert all(e.backend is not backends[e] for e in (a, b, inline))  # dropped: each call makes a new one
+        assert not session.kv_cache.holds  # the inline session's generator is freed
         for engine in (a, b, inline):
             assert engine.generate(MSGS, validated_options(max_new_tokens=SHORT)).usage.completion_tokens == SHORT
         assert a.worker_pid() not in pids and b.worker_pid() not in pids

@@ -42,15 +42,17 @@ def test_the_stop_checker_names_each_reason() -> None:
     cancelled.cancel.set()
     assert checker(cancelled).before_step(0) == FinishReason.CANCELLED
     assert checker().after_token(7) == FinishReason.STOP and checker().after_token(8) is None
-    stops = checker(stop=["END"])
-    stops._parser.feed("and END")
+    parser = OutputParser(stop=["END"])
+    stops = StopChecker(CallControl(), FakeGenerator(), frozenset({7}), PLAN, parser)  # type: ignore[arg-type]
+    parser.feed("and END")
     assert stops.after_text() == FinishReason.STOP
     assert checker().finish_reason(FinishReason.STOP) == FinishReason.STOP
 
 
 def test_a_stop_after_tool_calls_is_tool_calls() -> None:
-    stop = checker()
-    stop._parser.tool_calls.append(object())  # type: ignore[arg-type]
+    parser = OutputParser()
+    stop = StopChecker(CallControl(), FakeGenerator(), frozenset({7}), PLAN, parser)  # type: ignore[arg-type]
+    parser.tool_calls.append(object())  # type: ignore[arg-type]
     assert stop.finish_reason(FinishReason.STOP) == FinishReason.TOOL_CALLS and stop.finish_reason(FinishReason.LENGTH) == FinishReason.LENGTH
 
 

@@ -65,7 +65,7 @@ def warm_and_cold(engine: Engine, first, second, n: int = 10):
 def assert_no_refusal(engine: Engine) -> None:
     """The runtime never refused a rewind the engine asked for: such a refusal is answered cold
     (and turns reuse off), which would hide a wrong reuse decision."""
-    assert engine.inline_session()._kv.refused is None
+    assert engine.inline_session().kv_cache.refused is None
 
 
 # ---------------------------------------------------------------------- the fixture
@@ -273,6 +273,7 @@ def prefill_logits(monkeypatch) -> list[np.ndarray]:
     logits: greedy text on a random model is often the same answer for any prompt.
     """
     seen: list[np.ndarray] = []
+    # Session's private _generator: the one place a prefill's logits can be read before decoding moves on
     make = Session._generator
 
     def recording(self, *args, **kwargs):

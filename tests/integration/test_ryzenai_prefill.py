@@ -218,6 +218,7 @@ def test_a_text_prompt_over_the_run_length_is_fed_in_runs_and_equals_a_one_run_p
 ):
     log = generators()
     seen: list[np.ndarray] = []
+    # Session's private _generator: the one place a prefill's logits can be read before decoding moves on
     make = Session._generator
 
     def recording(self, *args, **kwargs):
@@ -298,7 +299,7 @@ def test_a_refused_rewind_or_append_falls_back_to_a_cold_generator_and_turns_reu
     assert [name for name, _ in log].count("rewind_to") == 1  # tried once, then reuse is off for the model
     warnings = [r.getMessage() for r in caplog.records if "refused to continue" in r.getMessage()]
     assert len(warnings) == 1 and "Gemma-3-4b_rai_1.8.0_npu_16K" in warnings[0] and "kv_reuse=False" in warnings[0]
-    assert engine.inline_session()._kv.refused is not None
+    assert engine.inline_session().kv_cache.refused is not None
 
 
 @pytest.mark.parametrize("model_type", ["phi3v", "decoder-pipeline", "whisper", "lfm2"])

@@ -22,6 +22,7 @@ from ryzenai_core.prompt.formats import (
     reasoning_markers,
     tool_call_markers,
 )
+from ryzenai_core.prompt.sandbox import compile_template
 from ryzenai_core.prompt.sources import FALLBACK_TEMPLATES, builtin_template, special_tokens_from_config
 from ryzenai_core.prompt.templates import ChatTemplate
 
@@ -292,9 +293,14 @@ def test_globals_and_generation_tag():
 
 def test_compiles_once_per_source():
     src = "{{ messages | length }}-cache-test"
+    messages = [ChatMessage("user", "x")]
+    compiled = compile_template.cache_info().misses
     a, b = ChatTemplate(src), ChatTemplate(src)
-    assert a._template is b._template
-    assert ChatTemplate(src + " ")._template is not a._template
+    assert compile_template.cache_info().misses == compiled  # opened, not compiled
+    assert a.render(messages) == b.render(messages) == "1-cache-test"
+    assert compile_template.cache_info().misses == compiled + 1  # one compilation for both
+    assert ChatTemplate(src + " ").render(messages) == "1-cache-test "
+    assert compile_template.cache_info().misses == compiled + 2
 
 
 def test_reasoning_is_aliased_like_transformers():

@@ -28,7 +28,7 @@ def _training_questions() -> set[str]:
     for q in qs:
         q = q.replace("{Sc}", "SUBJ").replace("{S}", "SUBJ")
         out.add(_shape(q.replace("SUBJ", "{}")))
-        for pat, rewrites in qa_synth._REPHRASE:
+        for pat, rewrites in qa_synth.REPHRASE:
             m = re.match(pat, q)
             if m:
                 g = list(m.groups())
@@ -38,19 +38,19 @@ def _training_questions() -> set[str]:
 
 
 def test_new_wordings_are_never_asked_in_training() -> None:
-    new = [q for *_, qs in qa_eval_independent._REL.values() for q in qs]
+    new = [q for *_, qs in qa_eval_independent.REL.values() for q in qs]
     assert new and not {_shape(q) for q in new} & _training_questions()
 
 
 def test_independent_set_has_its_own_sentences_and_names() -> None:
-    facts = [f for _, fs, _, _ in qa_eval_independent._REL.values() for f in fs]
+    facts = [f for _, fs, _, _ in qa_eval_independent.REL.values() for f in fs]
     training = {_shape(f) for r in qa_synth.REL.values() for f in r.facts}
     training |= {_shape(f) for _, fs, _ in qa_synth.BROAD_RELS.values() for f in fs}
     # the plainest statements ("{} was founded by {}.") are the obvious ones in both; most are not shared
     assert len({_shape(f) for f in facts} & training) <= len(facts) // 2
     training_names = set(qa_synth.REAL_FIRST) | set(qa_synth.REAL_LAST)
-    assert not (set(qa_eval_independent._FIRST) | set(qa_eval_independent._LAST)) & training_names
-    assert not set(qa_eval_independent._MATERIALS) & set(qa_synth.MATERIALS)
+    assert not (set(qa_eval_independent.FIRST) | set(qa_eval_independent.LAST)) & training_names
+    assert not set(qa_eval_independent.MATERIALS) & set(qa_synth.MATERIALS)
 
 
 @pytest.mark.parametrize("wording", ["like", "new"])
@@ -87,7 +87,7 @@ def test_broad_zero_is_the_original_data() -> None:
 
 def test_fused_sentences_keep_an_answer_that_ends_with_a_full_stop() -> None:
     """Two facts joined into one sentence lose one full stop, not the one of "Waha Inc."."""
-    out = qa_synth._fuse(["{Sc} works for Waha Inc..", "{Sc} is a carpenter."], _FuseAlways())
+    out = qa_synth.fuse(["{Sc} works for Waha Inc..", "{Sc} is a carpenter."], _FuseAlways())
     assert out and "Waha Inc." in out[0].format(S="X", Sc="X")
 
 

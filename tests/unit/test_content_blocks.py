@@ -1,4 +1,4 @@
-"""Reasoning, text and tool calls in the frameworks' newest shapes, on the tiny Qwen3 fixture.
+"""Reasoning, text and tool calls in the frameworks' newest shapes, on the fake engine (tests/fake_engine.py).
 
 LangChain: ``output_version="v1"`` puts standard content blocks in ``content`` (reasoning,
 text, tool_call), invoked and streamed, sync and async; ``stream_events(version="v3")``
@@ -6,9 +6,9 @@ gives content-block events in the order the model wrote them. LlamaIndex: a ``Th
 in the message, ``thinking_delta`` on each streamed response, which ``FunctionAgent`` turns
 into ``AgentStream.thinking_delta`` and keeps in its memory for the next turn.
 
-The model's weights are random: a regex guidance scripts what it writes (``<think>`` first,
-then an answer or a Qwen3 ``<tool_call>``), and the library splits it as it would a real
-model's output.
+The fake engine writes what the script says (``<think>`` first, then an answer or a Qwen3
+``<tool_call>``) on tiny Qwen3's template and tokenizer, and the core splits it as it would a real
+model's output (tests/integration/test_fake_contract.py shows the chunks are a model's).
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import Engine
 
 QWEN = str(TINY_QWEN3)
-THINK = {"type": "regex", "data": "<think>\nstep one\n</think>\n\nfour"}
-CALL = '<tool_call>\n\\{"name": "magic_function", "arguments": \\{"x": 3\\}\\}\n</tool_call>'
-THINK_THEN_CALL = {"type": "regex", "data": "<think>\nuse the tool\n</think>\n\n" + CALL}
+THINK = "<think>\nstep one\n</think>\n\nfour"
+CALL = '<tool_call>\n{"name": "magic_function", "arguments": {"x": 3}}\n</tool_call>'
+THINK_THEN_CALL = "<think>\nuse the tool\n</think>\n\n" + CALL
+
+pytestmark = pytest.mark.usefixtures("fake_model")
 v3 = pytest.mark.filterwarnings(f"ignore::{LangChainBetaWarning.__module__}.{LangChainBetaWarning.__name__}")
 
 
@@ -66,46 +68,52 @@ def block_types(chunks: list[AIMessageChunk]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- LangChain output_version="v1"
-def test_v1_reasoning_and_text_blocks_streamed_and_not():
+def test_v1_reasoning_and_text_blocks_streamed_and_not(fake_model):
+    fake_model.answer(THINK).answer(THINK)
     llm = v1()
-    msg = llm.invoke("What is 2 + 2?", guidance=THINK)
+    msg = llm.invoke("What is 2 + 2?")
     assert msg.content == [{"type": "reasoning", "reasoning": "step one"}, {"type": "text", "text": "four"}]
     assert msg.text == "four" and msg.content_blocks == msg.content
-    chunks = list(llm.stream("What is 2 + 2?", guidance=THINK))
+    chunks = list(llm.stream("What is 2 + 2?"))
     assert len(chunks) > 3 and block_types(chunks) == ["reasoning", "text"]
     full = aggregate(chunks)
     assert [{k: b[k] for k in b if k != "index"} for b in full.content] == msg.content
     assert [b["index"] for b in full.content] == [0, 1]
 
 
-async def test_v1_async_stream_keeps_the_order():
-    chunks = [c async for c in v1().astream("What is 2 + 2?", guidance=THINK)]
+async def test_v1_async_stream_keeps_the_order(fake_model):
+    fake_model.answer(THINK)
+    chunks = [c async for c in v1().astream("What is 2 + 2?")]
     assert block_types(chunks) == ["reasoning", "text"]
     full = aggregate(chunks)
     assert (full.content[0]["reasoning"], full.text) == ("step one", "four")
 
 
-def test_v1_tool_call_blocks_after_reasoning_streamed_and_not():
+def test_v1_tool_call_blocks_after_reasoning_streamed_and_not(fake_model):
+    fake_model.answer(THINK_THEN_CALL).answer(THINK_THEN_CALL)
     llm = v1().bind_tools([magic_function])
-    msg = llm.invoke("What is magic_function(3)?", guidance=THINK_THEN_CALL)
+    msg = llm.invoke("What is magic_function(3)?")
     assert [b["type"] for b in msg.content] == ["reasoning", "tool_call"]
     call = msg.content[1]
     assert (call["name"], call["args"], call["id"]) == ("magic_function", {"x": 3}, msg.tool_calls[0]["id"])
-    chunks = list(llm.stream("What is magic_function(3)?", guidance=THINK_THEN_CALL))
+    chunks = list(llm.stream("What is magic_function(3)?"))
     assert block_types(chunks) == ["reasoning", "tool_call"]
     full = aggregate(chunks)
     assert [(c["name"], c["args"]) for c in full.tool_calls] == [("magic_function", {"x": 3})]
     assert full.content[1]["type"] == "tool_call" and full.content[1]["args"] == {"x": 3}
 
 
-def test_a_forced_call_is_one_tool_call_block():
+def test_a_forced_call_is_one_tool_call_block(fake_model):
+    fake_model.answer(CALL)
     msg = v1().bind_tools([magic_function], tool_choice="any").invoke("What is magic_function(3)?")
     assert [b["type"] for b in msg.content] == ["tool_call"] and msg.content[0]["name"] == "magic_function"
     assert msg.content[0]["args"] == msg.tool_calls[0]["args"]
+    assert fake_model.options.tool_choice == "required"
 
 
-def test_a_v1_turn_goes_back_into_the_template_as_a_v0_turn_does():
-    v1_turn = v1().bind_tools([magic_function]).invoke("What is magic_function(3)?", guidance=THINK_THEN_CALL)
+def test_a_v1_turn_goes_back_into_the_template_as_a_v0_turn_does(fake_model):
+    fake_model.answer(THINK_THEN_CALL)
+    v1_turn = v1().bind_tools([magic_function]).invoke("What is magic_function(3)?")
     v0_turn = AIMessage("", additional_kwargs={"reasoning_content": "use the tool"}, tool_calls=v1_turn.tool_calls)
     engine = Engine.get(QWEN)
 
@@ -124,8 +132,9 @@ def test_a_v1_turn_goes_back_into_the_template_as_a_v0_turn_does():
 
 # ---------------------------------------------------------------------- LangChain stream_events v3
 @v3
-def test_v3_events_carry_reasoning_then_text_in_order():
-    stream = v1().stream_events("What is 2 + 2?", version="v3", guidance=THINK)
+def test_v3_events_carry_reasoning_then_text_in_order(fake_model):
+    fake_model.answer(THINK)
+    stream = v1().stream_events("What is 2 + 2?", version="v3")
     events = list(stream)
     starts = [(e["index"], e["content"]["type"]) for e in events if e["event"] == "content-block-start"]
     assert starts == [(0, "reasoning"), (1, "text")]
@@ -140,18 +149,18 @@ def test_v3_events_carry_reasoning_then_text_in_order():
 
 
 @v3
-def test_v3_events_of_a_model_without_output_version_are_blocks_too():
-    stream = ChatRyzenAI(model=QWEN, temperature=0, max_tokens=64).stream_events(
-        "What is 2 + 2?", version="v3", guidance=THINK
-    )
+def test_v3_events_of_a_model_without_output_version_are_blocks_too(fake_model):
+    fake_model.answer(THINK)
+    stream = ChatRyzenAI(model=QWEN, temperature=0, max_tokens=64).stream_events("What is 2 + 2?", version="v3")
     list(stream)
     assert [b["type"] for b in stream.output.content] == ["reasoning", "text"]
 
 
 @v3
-async def test_v3_async_events_carry_the_tool_call_after_the_reasoning():
+async def test_v3_async_events_carry_the_tool_call_after_the_reasoning(fake_model):
+    fake_model.answer(THINK_THEN_CALL)
     llm = v1().bind_tools([magic_function])
-    stream = await llm.astream_events("What is magic_function(3)?", version="v3", guidance=THINK_THEN_CALL)
+    stream = await llm.astream_events("What is magic_function(3)?", version="v3")
     events = [e async for e in stream]
     finished = [e["content"] for e in events if e["event"] == "content-block-finish"]
     assert [b["type"] for b in finished] == ["reasoning", "tool_call"]
@@ -159,22 +168,10 @@ async def test_v3_async_events_carry_the_tool_call_after_the_reasoning():
 
 
 # ---------------------------------------------------------------------- LlamaIndex ThinkingBlock
-class _ThinksFirst(RyzenAILLM):
-    """The first chat of an agent run is scripted (think, then call the tool); later ones run free."""
-
-    calls: int = 0
-
-    def _prepare_chat_with_tools(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        prepared = super()._prepare_chat_with_tools(*args, **kwargs)
-        self.calls += 1
-        if self.calls == 1:
-            prepared["guidance"] = THINK_THEN_CALL
-        return prepared
-
-
-def test_llamaindex_streamed_thinking_is_a_thinking_block_and_thinking_deltas():
+def test_llamaindex_streamed_thinking_is_a_thinking_block_and_thinking_deltas(fake_model):
+    fake_model.answer(THINK)
     llm = RyzenAILLM(model=QWEN, max_new_tokens=40, temperature=0)
-    streamed = list(llm.stream_chat([ChatMessage(role="user", content="2 + 2?")], guidance=THINK))
+    streamed = list(llm.stream_chat([ChatMessage(role="user", content="2 + 2?")]))
     deltas = [s.additional_kwargs.get("thinking_delta") for s in streamed]
     assert "".join(d or "" for d in deltas) == "step one"
     first_text = next(i for i, s in enumerate(streamed) if s.delta)
@@ -187,8 +184,9 @@ def test_llamaindex_streamed_thinking_is_a_thinking_block_and_thinking_deltas():
 # llama-index-workflows runs inspect.getmembers() on the agent, which touches pydantic's deprecated
 # instance properties: the framework's warnings, not this package's.
 @pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
-def test_function_agent_streams_thinking_and_keeps_it_in_memory():
-    llm = _ThinksFirst(model=QWEN, max_new_tokens=64, temperature=0)
+def test_function_agent_streams_thinking_and_keeps_it_in_memory(fake_model):
+    fake_model.answer(THINK_THEN_CALL)  # the first chat of the run thinks, then calls the tool; later ones answer
+    llm = RyzenAILLM(model=QWEN, max_new_tokens=64, temperature=0)
     agent = FunctionAgent(tools=[FunctionTool.from_defaults(fn=lambda x: x + 2, name="magic_function")], llm=llm)
 
     async def run() -> tuple[list[str], list[ToolCallResult], list[ChatMessage]]:

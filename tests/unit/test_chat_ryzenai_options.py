@@ -1,9 +1,10 @@
-"""ChatRyzenAI takes what LangChain users pass it, and says so when it cannot (real OGA, fixture models).
+"""ChatRyzenAI takes what LangChain users pass it, and says so when it cannot (on the fake engine, tests/fake_engine.py).
 
 Generation options inside ``model_kwargs`` are honoured or refused (never sent to the chat
 template), the standard constructor parameters of LangChain chat models are accepted while a
 misspelt option is still an error, ``response_metadata["model_name"]`` is the model the caller
-named, and token counting takes whatever ``invoke`` takes.
+named, and token counting takes whatever ``invoke`` takes. The LangSmith params are read as
+callbacks receive them.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.tools import tool
 from pydantic import ValidationError
 
-from conftest import TINY_LLAMA, TINY_QWEN3
+from conftest import TINY_LLAMA, TINY_QWEN3, chat_model_start
 from langchain_ryzenai import ChatRyzenAI
 from ryzenai_core import InvalidRequestError
 
 QWEN = str(TINY_QWEN3)
 LLAMA = str(TINY_LLAMA)
+
+pytestmark = pytest.mark.usefixtures("fake_model")
 
 
 @tool
@@ -43,8 +46,8 @@ def test_model_name_is_the_path_given():
     assert streamed[-1].response_metadata["model_name"] == QWEN
     assert chat(max_tokens=2).invoke("Hello", model=LLAMA).response_metadata["model_name"] == LLAMA
     assert chat(max_tokens=2).invoke("Hello", model=TINY_LLAMA).response_metadata["model_name"] == LLAMA
-    assert chat()._get_ls_params()["ls_model_name"] == QWEN
-    assert chat()._get_ls_params(model=LLAMA)["ls_model_name"] == LLAMA
+    assert chat_model_start(chat(), "Hello")[0]["ls_model_name"] == QWEN
+    assert chat_model_start(chat(), "Hello", model=LLAMA)[0]["ls_model_name"] == LLAMA
 
 
 def test_model_name_of_an_embedded_model_is_its_name():
@@ -52,7 +55,7 @@ def test_model_name_of_an_embedded_model_is_its_name():
     assert msg.response_metadata["model_name"] == "tiny-random-llama"
 
 
-def test_model_name_of_a_hub_model_is_the_repository_id(tmp_path, monkeypatch):
+def test_model_name_of_a_hub_model_is_the_repository_id(tmp_path, monkeypatch, fake_model):
     import huggingface_hub.constants
 
     repo_id, commit = "amd/Llama-3.2-1B_rai_1.8.0_npu_4K", "0123456789abcdef0123456789abcdef01234567"
@@ -63,12 +66,14 @@ def test_model_name_of_a_hub_model_is_the_repository_id(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     llm = ChatRyzenAI(model=repo_id, temperature=0, max_tokens=2, execution="inline")
+    ls, _ = chat_model_start(llm, "Hello")
+    assert ls["ls_model_name"] == repo_id
     assert llm.invoke("Hello").response_metadata["model_name"] == repo_id
-    assert llm._get_ls_params()["ls_model_name"] == repo_id
+    assert fake_model.engines()[0].package.path == (repo / "snapshots" / commit).resolve()  # the cached snapshot
 
 
 def test_path_objects_are_model_names_too():
-    assert chat(model=Path(QWEN))._get_ls_params()["ls_model_name"] == QWEN
+    assert chat_model_start(chat(model=Path(QWEN)), "Hello")[0]["ls_model_name"] == QWEN
 
 
 # ---------------------------------------------------------------------- token counts take what invoke takes
@@ -114,7 +119,8 @@ def test_stop_may_be_one_string():
 def test_credentials_and_endpoints_of_hosted_models_are_accepted_and_unused():
     llm = ChatRyzenAI(model=QWEN, api_key="sk-secret", base_url="http://localhost:8000/v1", max_retries=2)
     assert "sk-secret" not in repr(llm) and "sk-secret" not in str(llm.model_dump())
-    assert "api_key" not in llm._identifying_params and "base_url" not in llm._identifying_params
+    _, params = chat_model_start(llm, "Hello")
+    assert "api_key" not in params and "base_url" not in params and "sk-secret" not in str(params)
     assert llm.model == QWEN
 
 
@@ -147,7 +153,8 @@ def test_model_kwargs_generation_options_become_the_fields():
     llm = chat(model_kwargs={"max_tokens": 3, "top_k": 5, "seed": 7, "stop": "END", "date_string": "1 Jan 2026"})
     assert (llm.max_tokens, llm.top_k, llm.seed, llm.stop) == (3, 5, 7, ["END"])
     assert llm.model_kwargs == {"date_string": "1 Jan 2026"}  # the template variable stays
-    assert llm._get_ls_params()["ls_max_tokens"] == 3
+    ls, _ = chat_model_start(llm, "Hello")
+    assert ls["ls_max_tokens"] == 3
     msg = llm.invoke("Hello")
     assert msg.usage_metadata["output_tokens"] == 3
     assert msg.response_metadata["finish_reason"] == "length"
@@ -166,8 +173,8 @@ def test_model_kwargs_per_call_and_bound_limit_the_answer():
     assert llm.bind(model_kwargs={"max_new_tokens": 2}).invoke("Hello").usage_metadata["output_tokens"] == 2
     chunks = list(llm.stream("Hello", model_kwargs={"max_tokens": 3}))
     assert chunks[-1].usage_metadata["output_tokens"] == 3
-    assert llm._get_ls_params(model_kwargs={"max_tokens": 3, "temperature": 0.5})["ls_max_tokens"] == 3
-    assert llm._get_ls_params(model_kwargs={"temperature": 0.5})["ls_temperature"] == 0.5
+    assert chat_model_start(llm, "Hello", model_kwargs={"max_tokens": 3, "temperature": 0.5})[0]["ls_max_tokens"] == 3
+    assert chat_model_start(llm, "Hello", model_kwargs={"temperature": 0.5})[0]["ls_temperature"] == 0.5
 
 
 async def test_model_kwargs_per_call_async():
