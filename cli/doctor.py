@@ -5,7 +5,8 @@ distributions that overwrite each other, the Ryzen AI EP library, the release, t
 driver, Linux's and Windows' settings); with one it also reports the model (:mod:`.doctor_model`:
 the package and its load; :mod:`.doctor_run`: where the work ran, a long prompt's answer and
 logits, guidance, KV reuse; :mod:`.doctor_measure`: speed as AMD measures it, beside the power
-mode; or an embedding folder's first vectors, or a reranker's first score).
+mode; or an embedding folder's first vectors, or a reranker's first score). ``--adapter FILE``
+(repeatable) checks a LoRA adapter against the model (:mod:`.doctor_adapters`).
 
 Every check is ``ok``, ``warn``, ``fail`` or ``skip`` (it cannot be checked here, and the
 detail says why); the command exits 1 when a check fails. ``--json`` prints
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from .doctor_adapters import check_adapters
 from .doctor_machine import check_system
 from .doctor_model import check_model
 from .doctor_report import Report
@@ -32,16 +35,19 @@ def run(
     kv_reuse: bool = False,
     new_tokens: int | None = None,
     quick: bool = False,
+    adapters: Sequence[str] = (),
 ) -> Report:
-    """Every check, in order: the machine, then ``model`` when given.
+    """Every check, in order: the machine, then ``model`` when given, then each of ``adapters`` on it.
 
     ``new_tokens`` replaces the tokens generated per run (16 for the first answer, AMD's 128 for the
-    speed runs and the KV reuse comparison); ``quick`` measures one short run instead of AMD's plan.
+    speed runs and the KV reuse comparison); ``quick`` measures one short run instead of AMD's plan;
+    ``adapters`` are ``.onnx_adapter`` files to check against the model.
     """
     report = Report()
     check_system(report)
     if model is not None:
         check_model(report, model, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens, quick=quick)
+    check_adapters(report, model, adapters, provider)
     return report
 
 
@@ -60,6 +66,7 @@ def _doctor(args: argparse.Namespace) -> int:
             kv_reuse=args.kv_reuse,
             new_tokens=args.max_new_tokens,
             quick=args.quick,
+            adapters=args.adapter or (),
         )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -88,5 +95,12 @@ def add_parser(sub: Any) -> None:
         help="tokens generated per run (default: 16 for the first answer, AMD's 128 for the speed and KV reuse runs)",
     )
     p.add_argument("--quick", action="store_true", help="one short speed run instead of AMD's 1 warm-up + 5 runs")
+    p.add_argument(
+        "--adapter",
+        action="append",
+        metavar="FILE",
+        help="a LoRA adapter (.onnx_adapter) to check against the model: it loads, and a run with it set works "
+        "(repeatable)",
+    )
     p.add_argument("--json", action="store_true", help='print {"checks": [{"name", "status", "detail"}], ...}')
     p.set_defaults(func=_doctor)

@@ -21,6 +21,7 @@ from .errors import *  # noqa: F403 - the error hierarchy (errors.__all__), publ
 from .lazy import lazy_names
 
 if typing.TYPE_CHECKING:
+    from .adapters import LoraAdapter
     from .embeddings.embedding import EmbeddingEngine, EmbeddingResult
     from .embeddings.package import EmbeddingPackage
     from .engine.engine import Engine
@@ -56,6 +57,7 @@ _LAZY = {
     "Engine": ".engine.engine",
     "GenerationOptions": ".options",
     "Guidance": ".options",
+    "LoraAdapter": ".adapters",
     "Mode": ".package.folder",
     "ModelPackage": ".package.folder",
     "RawPrompt": ".messages",
@@ -85,6 +87,7 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, {"__version__": _version})
 
 
 __all__ = [
+    "AdapterError",
     "BudgetPlan",
     "ChatMessage",
     "ChatTemplate",
@@ -105,6 +108,7 @@ __all__ = [
     "GuidanceUnsupportedError",
     "InvalidRequestError",
     "LfsPointerError",
+    "LoraAdapter",
     "MissingTokenizerError",
     "Mode",
     "ModelNotFoundError",

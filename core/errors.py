@@ -14,6 +14,7 @@ wrong, the limit or expectation it broke, and what to do about it::
     │   └── UnsafePathError           a config names a file outside the model folder
     ├── ContextWindowExceededError    a prompt longer than the package's prompt limit
     ├── InvalidRequestError           bad options, messages or tools (also a ValueError)
+    │   └── AdapterError              a LoRA adapter file that does not fit the model (or is no adapter)
     ├── ChatTemplateError             the chat template failed to render
     ├── GuidanceUnsupportedError      constrained decoding asked of a runtime without it
     └── GenerationError               the runtime failed, or the model worker died
@@ -29,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "AdapterError",
     "ChatTemplateError",
     "ConfigError",
     "ContextWindowExceededError",
@@ -94,6 +96,14 @@ class UnsafePathError(ModelPackageError):
 
 class InvalidRequestError(RyzenAIError, ValueError):
     """Options, messages or tools given by the caller are not valid."""
+
+
+class AdapterError(InvalidRequestError):
+    """A LoRA adapter file the model cannot use: not an ``.onnx_adapter``, or tensors the model's graph does not take.
+
+    Raised when the adapter is first loaded (its first call, or ``ryzenai-llm doctor MODEL --adapter FILE``),
+    naming the file, the tensor, the sizes and the fix.
+    """
 
 
 class ContextWindowExceededError(InvalidRequestError):

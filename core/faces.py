@@ -5,6 +5,9 @@
   ``max_tokens``, LlamaIndex's ``max_new_tokens``) and maps its calls onto the core's
   :class:`~ryzenai_core.request.Request`.
 * :data:`ModelName`, :data:`Provider`: the types of the faces' ``model`` and ``provider`` fields.
+* :func:`reasoning_words`: a constructor's words for reasoning (ChatOllama's ``reasoning``,
+  LlamaIndex's Ollama ``thinking``) as the settings they name: a bool ``enable_thinking``, a
+  level ``reasoning_effort``.
 
 A call's options and the words for them are the core's (:mod:`ryzenai_core.options`,
 :mod:`ryzenai_core.vocabulary`); a face maps only its framework's conventions onto them.
@@ -16,20 +19,22 @@ nothing in the core imports it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, model_validator
+from typing_extensions import Self
 
+from .adapters import adapter_files, chosen_adapter
 from .messages import ChatMessage, RawPrompt
-from .options import GenerationOptions, check_runtime_settings, validated_options
+from .options import Effort, GenerationOptions, check_runtime_settings, validated_options
 from .request import Request
-from .vocabulary import call_options
+from .vocabulary import call_options, given_twice
 
 if TYPE_CHECKING:
     from .engine.engine import Engine
 
-__all__ = ["LLMSettings", "ModelName", "Provider"]
+__all__ = ["LLMSettings", "ModelName", "Provider", "reasoning_words"]
 
 
 def _model_name(value: Any) -> Any:
@@ -47,6 +52,29 @@ def _provider(value: str | None) -> str | None:
 ModelName = Annotated[str, BeforeValidator(_model_name)]
 #: An execution provider a runtime takes (None: the package's own). For the faces' ``provider`` fields.
 Provider = Annotated[str | None, AfterValidator(_provider)]
+
+
+def reasoning_words(fields: Mapping[str, Any], words: Collection[str]) -> dict[str, Any]:
+    """Constructor ``fields`` with each of ``words`` given moved to the setting it names.
+
+    A bool (or None) is reasoning on or off (``enable_thinking``), a string an effort level
+    (``reasoning_effort``): ``reasoning=True``, ``reasoning="high"`` as ChatOllama takes them,
+    ``thinking`` as LlamaIndex's Ollama LLM does.
+
+    Raises:
+        InvalidRequestError: the setting given twice with different values.
+    """
+    out = dict(fields)
+    for word in words:
+        if word not in out:
+            continue
+        value = out.pop(word)
+        name = "reasoning_effort" if isinstance(value, str) else "enable_thinking"
+        if out.get(name) is not None and value is not None and out[name] != value:
+            raise given_twice(name, name, out[name], word, value)
+        if value is not None or name not in out:
+            out[name] = value
+    return out
 
 
 class LLMSettings(BaseModel):
@@ -83,11 +111,29 @@ class LLMSettings(BaseModel):
         default_factory=dict, description="ONNX Runtime session options overlaid on the package's"
     )
     enable_thinking: bool | None = Field(None, description="Qwen3-style reasoning on/off; None = template default")
+    reasoning_effort: Effort | None = Field(
+        None,
+        description="'none' turns reasoning off; 'low', 'medium', 'high' go to a template with levels (gpt-oss's), "
+        "and are refused by one with reasoning on/off only (Qwen3's)",
+    )
     kv_reuse: bool | None = Field(None, description="reuse the KV cache of a shared prompt prefix; None = package")
     overflow: Literal["error", "drop_oldest"] = Field(
         "error", description="a prompt over the limit: raise, or drop the oldest turns"
     )
     chat_template: str | None = Field(None, description="Jinja chat template (source or file) to use instead")
+    adapters: Annotated[dict[str, str], BeforeValidator(adapter_files)] = Field(
+        default_factory=dict,
+        description="LoRA adapters a call may choose, by name: {'sql': 'adapters/sql.onnx_adapter'}; each file is "
+        "loaded once per model worker, when a call first chooses it",
+    )
+    adapter: str | None = Field(
+        None, description="the adapter a call runs with unless it chooses another (a name of adapters); None = base"
+    )
+
+    @model_validator(mode="after")
+    def _adapter_is_named(self) -> Self:
+        chosen_adapter(self.adapter, self.adapters, type(self).__name__)  # a name of adapters, or None
+        return self
 
     def runtime_settings(self) -> dict[str, Any]:
         """What :meth:`Engine.get <ryzenai_core.engine.engine.Engine.get>` takes among these settings."""
@@ -118,9 +164,11 @@ class LLMSettings(BaseModel):
             "repetition_penalty": self.repetition_penalty,
             "seed": self.seed,
             "enable_thinking": self.enable_thinking,
+            "reasoning_effort": self.reasoning_effort,
             "kv_reuse": self.kv_reuse,
             "overflow": self.overflow,
             "chat_template": self.chat_template,
+            "adapter": self.adapter,
         }
 
     def call_options(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,14 +187,19 @@ class LLMSettings(BaseModel):
             call: the call's options, by the options' names (:meth:`call_options`).
 
         A field set to None is not sent (the package's default); ``template_vars`` of the call
-        are added to the fields' (a call's variable over a field's of the same name).
+        are added to the fields' (a call's variable over a field's of the same name). The
+        ``adapter`` chosen by name becomes the file it names in ``adapters``.
 
         Raises:
-            InvalidRequestError: a bad value, named as the face calls it.
+            InvalidRequestError: a bad value, named as the face calls it; an adapter name that is
+                not among ``adapters`` (listing those that are).
         """
         values = {k: v for k, v in {**self.sampling_settings(), **own}.items() if v is not None}
         for name, value in call.items():
             values[name] = {**values.get(name, {}), **value} if name == "template_vars" else value
+        if "adapter" in values:
+            called = self.option_names.get("adapter", "adapter")
+            values["adapter"] = chosen_adapter(values["adapter"], self.adapters, type(self).__name__, called)
         return validated_options(**values, option_names=dict(self.option_names))
 
     def core_request(

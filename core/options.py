@@ -23,15 +23,18 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
+from .adapters import LoraAdapter
 from .errors import InvalidRequestError
 
 __all__ = [
     "CALL_SETTINGS",
+    "EFFORTS",
     "ENV_EXECUTION",
     "OPTIONS",
     "PROVIDERS",
+    "Effort",
     "Execution",
     "GenerationOptions",
     "Guidance",
@@ -278,6 +281,29 @@ def _text(value: Any) -> str | None:
     return value
 
 
+#: The reasoning efforts a call may name, as providers and runtimes spell them (OpenAI's ``reasoning_effort``,
+#: Ollama's ``think``); what each means depends on the chat template (:func:`ryzenai_core.request.resolve`).
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+EFFORTS: tuple[str, ...] = get_args(Effort)
+
+
+def _effort(value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in EFFORTS:
+        raise ValueError(f"Input should be one of {', '.join(repr(e) for e in EFFORTS)} (or None)")
+    return str(value)
+
+
+def _adapter(value: Any) -> LoraAdapter | None:
+    if value is not None and not isinstance(value, LoraAdapter):
+        raise ValueError(
+            "a call chooses an adapter by its name in the model object's adapters={name: file}; the core takes "
+            "a LoraAdapter (LoraAdapter.of(path))"
+        )
+    return value
+
+
 def _overflow(value: Any) -> str:
     if value not in ("error", "drop_oldest"):
         raise ValueError("Input should be 'error' or 'drop_oldest'")
@@ -336,6 +362,7 @@ _RESERVED_TEMPLATE_VARS = {
     "tools": "the call's tools; pass them as tools",
     "chat_template": "the template itself; pass it as chat_template",
     "enable_thinking": "the call's enable_thinking option; pass it as that",
+    "reasoning_effort": "the call's reasoning_effort option; pass it as that",
 }
 
 
@@ -375,6 +402,12 @@ class GenerationOptions:
     seed: int | None = _option(None, _number(int, ge=0), "random seed; the same seed and prompt give the same output")
     stop: tuple[str, ...] = _option((), _stop, "strings that end the output; never part of it")
     enable_thinking: bool | None = _option(None, _flag, "Qwen3-style reasoning on/off (template variable)")
+    reasoning_effort: str | None = _option(
+        None,
+        _effort,
+        "how much to reason: 'none' turns reasoning off; a level goes to a template that reads reasoning_effort "
+        "(gpt-oss's low, medium, high) and is refused where the template has no such level",
+    )
     guidance: Guidance | None = _option(None, _guidance, "constrain the output to a JSON schema, regex or grammar")
     tools: tuple[dict[str, Any], ...] = _option((), _tools, "tool definitions (OpenAI function format)")
     tool_choice: ToolChoice = _option("auto", tool_choice_from, "'auto', 'none', 'required' or the one tool's name")
@@ -391,6 +424,9 @@ class GenerationOptions:
         "error", _overflow, "prompt over the limit: 'error' or 'drop_oldest' turns"
     )
     kv_reuse: bool | None = _option(None, _flag, "reuse the cached prefix of the previous call (None: package)")
+    adapter: LoraAdapter | None = _option(
+        None, _adapter, "the LoRA adapter to run with (None: the base model); a face chooses it by name"
+    )
     option_names: dict[str, str] = _option(
         None,
         _dict,

@@ -23,7 +23,12 @@ here, once, with the package's template, tokenizer and budget (:func:`resolve`):
 - constrained output needs a finite budget: ``max_new_tokens`` defaults to the package's
   bounded output budget;
 - ``parallel_tool_calls``: None becomes what the template renders back (one call per answer
-  where it renders one call per assistant turn, as Llama 3.2's); True is refused there.
+  where it renders one call per assistant turn, as Llama 3.2's); True is refused there;
+- ``reasoning_effort``: a level goes to a template that reads ``reasoning_effort`` (gpt-oss's:
+  ``low``, ``medium``, ``high``); on a template with reasoning on or off only (Qwen3's
+  ``enable_thinking``), ``none`` is off and a level is refused with what the template takes
+  (it has no levels; an effort is not guessed into on or off); a template with no reasoning
+  takes ``none`` and refuses a level.
 """
 
 from __future__ import annotations
@@ -42,7 +47,10 @@ if TYPE_CHECKING:  # a face builds requests without the template machinery; reso
     from .package.budget import ContextBudget
     from .prompt.templates import ChatTemplate
 
-__all__ = ["Request", "format_instruction", "instructed", "resolve"]
+__all__ = ["TEMPLATE_LEVELS", "Request", "format_instruction", "instructed", "resolve"]
+
+#: The reasoning levels a chat template that reads ``reasoning_effort`` takes (gpt-oss's).
+TEMPLATE_LEVELS = ("low", "medium", "high")
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,7 @@ def resolve(
         tool_or_answer_guidance,
     )
 
+    options = _reasoning(options, template)
     parallel = _parallel_tool_calls(options, template)
     forced = options.forced_tool
     shaped = options.response_format is not None
@@ -136,6 +145,42 @@ def resolve(
         max_new_tokens=max_new,
         enable_thinking=thinking,
         parallel_tool_calls=parallel,
+    )
+
+
+def _reasoning(options: GenerationOptions, template: ChatTemplate) -> GenerationOptions:
+    """``reasoning_effort`` as the template takes it (see the module docstring).
+
+    Raises:
+        InvalidRequestError: a level the template has not, naming what it takes.
+    """
+    effort = options.reasoning_effort
+    if effort is None:
+        return options
+    name, switch = options.called("reasoning_effort"), options.called("enable_thinking")
+    where = f"the {template.family} chat template" + (f" of {template.package_name}" if template.package_name else "")
+    levels = ", ".join(repr(level) for level in TEMPLATE_LEVELS)
+    if "reasoning_effort" in template.variables:
+        if effort in TEMPLATE_LEVELS:
+            return options
+        raise InvalidRequestError(f"{name}={effort!r}: {where} takes the reasoning levels {levels}; use one of them")
+    if template.supports_thinking:
+        if effort != "none":
+            raise InvalidRequestError(
+                f"{name}={effort!r}: {where} turns reasoning on or off and has no levels; pass {switch}=True (on, "
+                f"also reasoning=True) or False (off, also {name}='none'). Levels ({levels}) go to templates that "
+                "read reasoning_effort, such as gpt-oss's"
+            )
+        if options.enable_thinking:
+            raise InvalidRequestError(
+                f"{name}='none' turns reasoning off and {switch}=True turns it on; give one of them"
+            )
+        return options.replace(reasoning_effort=None, enable_thinking=False)
+    if effort == "none" and template.reasoning_markers is None:
+        return options.replace(reasoning_effort=None)  # a template without reasoning: nothing to turn off
+    raise InvalidRequestError(
+        f"{name}={effort!r}: {where} has no reasoning setting (it reads neither enable_thinking nor "
+        f"reasoning_effort); leave {name} out"
     )
 
 

@@ -7,7 +7,9 @@ command line) reads a call's keywords with :func:`call_options`, which knows
 * the options' own names, and each face's names for its framework's conventions
   (LangChain's ``max_tokens``), given by the face;
 * :data:`ALIASES`: other runtimes' and providers' names for an option
-  (``max_completion_tokens``, ``random_seed``, ``stop_sequences``, ``reasoning``, ...);
+  (``max_completion_tokens``, ``random_seed``, ``stop_sequences``, ``reasoning``, ...); the
+  :data:`REASONING_WORDS` name ``enable_thinking`` when given a bool and ``reasoning_effort``
+  when given a level (``reasoning="high"``, as ChatOllama takes it);
 * :data:`UNSUPPORTED`: names of options other runtimes have and the core does not
   (``max_length``, ``num_beams``, ``do_sample``, ``presence_penalty``, ...), each with what to use
   instead, worded with the face's own names for the options it points to;
@@ -28,6 +30,8 @@ from .options import CALL_SETTINGS, OPTIONS
 
 __all__ = [
     "ALIASES",
+    "NONE_IS_A_CHOICE",
+    "REASONING_WORDS",
     "SUGGESTION_CUTOFF",
     "UNSUPPORTED",
     "call_options",
@@ -52,7 +56,15 @@ ALIASES = {
     "random_seed": "seed",
     "stop_sequences": "stop",
     "reasoning": "enable_thinking",
+    "thinking": "enable_thinking",
+    "think": "enable_thinking",
 }
+#: Words for reasoning that take a bool (on/off: ``enable_thinking``) or an effort level (a string:
+#: ``reasoning_effort``): ChatOllama's ``reasoning``, LlamaIndex's Ollama ``thinking``, Ollama's ``think``.
+REASONING_WORDS = ("reasoning", "thinking", "think")
+#: Options whose None, given per call, is a choice rather than "not given": ``adapter=None`` runs the
+#: base model, whatever adapter the model object runs with otherwise.
+NONE_IS_A_CHOICE = ("adapter",)
 
 _BEAM_SEARCH = "beam search is not supported (decoding is greedy or sampled); leave it out"
 _ONE_ANSWER = "a call returns one answer; make one call per answer (or batch them)"
@@ -145,6 +157,8 @@ def option_name(key: str, owner: str, names: Mapping[str, str], value: Any = Non
     if key in OPTIONS:
         return key
     own = next((name for name, called in names.items() if called == key), None)
+    if own is None and key in REASONING_WORDS and isinstance(value, str):
+        return "reasoning_effort"  # reasoning="high": a level, not on/off
     return own or ALIASES.get(key, "")
 
 
@@ -156,7 +170,8 @@ def call_options(
     A keyword may name an option by its own name, by the face's name for it (``names``:
     LangChain's ``max_tokens``) or by an alias (:data:`~ryzenai_core.vocabulary.ALIASES`); an
     option given as None is not given. ``timeout`` (None: no limit) and the face's own keywords
-    (``keep``) come back as given.
+    (``keep``) come back as given. (``adapter=None`` is given: the base model, see
+    :data:`NONE_IS_A_CHOICE`.)
 
     Args:
         owner: who takes the call, for messages (``"ChatRyzenAI"``).
@@ -180,7 +195,7 @@ def call_options(
         name = option_name(key, owner, names, value)
         if not name:
             unknown.append(key)
-        elif value is not None:
+        elif value is not None or name in NONE_IS_A_CHOICE:
             if name in out and out[name] != value:
                 raise given_twice(names.get(name, name), by[name], out[name], key, value)
             out[name], by[name] = value, key

@@ -191,6 +191,7 @@ def _response_metadata(chunk: Chunk, model_name: str) -> dict[str, Any]:
         "model_name": model_name,
         "model_provider": PROVIDER,
         "execution_provider": chunk.provider,
+        "adapter": chunk.adapter,
         "finish_reason": finish,
         "stop_reason": None if finish is None else _STOP_REASONS.get(finish, finish),
     }

@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import AliasChoices
 
 from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.faces import reasoning_words
 from ryzenai_core.vocabulary import did_you_mean, given_twice, option_name
 
 #: The core's options by LangChain's names (its framework's conventions), in calls and error messages.
@@ -145,6 +146,7 @@ def init_kwargs(cls: type[BaseChatModel], kwargs: dict[str, Any]) -> dict[str, A
         " (and LangChain's callbacks, tags, metadata, cache, rate_limiter, ...); chat-template variables go in "
         "model_kwargs.",
     )
+    kwargs = reasoning_words(kwargs, ("reasoning",))  # reasoning=True is enable_thinking, reasoning="high" an effort
     extra = kwargs.get("model_kwargs")
     if not isinstance(extra, Mapping) or not extra:
         return kwargs

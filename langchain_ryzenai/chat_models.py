@@ -93,7 +93,15 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
             ``genai_config.json`` search defaults); ``temperature=0`` is greedy.
         max_tokens: new tokens at most (None: the package default, as many as fit).
         stop: strings that end the answer (never part of it).
-        enable_thinking: Qwen3-style reasoning on/off (alias ``reasoning``; None: template default).
+        enable_thinking: Qwen3-style reasoning on/off (also ``reasoning=True``/``False``, as ChatOllama
+            takes it; None: template default).
+        reasoning_effort: ``"none"`` turns reasoning off; ``"low"``, ``"medium"``, ``"high"`` go to a
+            template with levels (gpt-oss's) and are refused by one with on/off only (Qwen3's).
+            ``reasoning="high"`` names it too.
+        adapters, adapter: LoRA adapters a call may choose by name (``{"sql": "sql.onnx_adapter"}``),
+            and the one a call runs with unless it chooses another (None: the base model). Per call:
+            ``llm.bind(adapter="sql")`` or ``invoke(msgs, adapter="sql")``; ``response_metadata["adapter"]``
+            names the one that ran. See docs/adapters.md.
         model_kwargs: generation options by name, honoured as if given directly (``{"max_tokens": 64}``;
             also ``max_new_tokens``, ``max_completion_tokens``, ``random_seed``, ``stop_sequences``),
             and extra chat-template variables (``{"date_string": "1 Jan 2026"}``). Options
@@ -281,10 +289,13 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
             "seed": self.seed,
             "stop": self.stop,
             "enable_thinking": self.enable_thinking,
+            "reasoning_effort": self.reasoning_effort,
             "kv_reuse": self.kv_reuse,
             "overflow": self.overflow,
             "model_kwargs": self.model_kwargs,
             "chat_template": self.chat_template,
+            "adapters": self.adapters,
+            "adapter": self.adapter,
         }
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:

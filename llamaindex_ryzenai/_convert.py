@@ -228,6 +228,7 @@ class ResponseFold:
             extra.update(usage)
             extra["finish_reason"] = finish.value  # a plain string, as LlamaIndex's LLMs give
             extra["execution_provider"] = chunk.provider
+            extra["adapter"] = chunk.adapter
             extra["budget_plan"] = plan
             if chunk.dropped_messages:
                 extra["dropped_messages"] = chunk.dropped_messages
@@ -239,6 +240,7 @@ class ResponseFold:
             raw = {
                 "model": self.model_name,
                 "execution_provider": chunk.provider,
+                "adapter": chunk.adapter,
                 "usage": usage,
                 "finish_reason": finish.value,
                 "stop_sequence": chunk.stop_sequence,

@@ -8,10 +8,13 @@ from typing import Any
 from llama_index.core.schema import BaseComponent
 
 from ryzenai_core.errors import InvalidRequestError
+from ryzenai_core.faces import reasoning_words
 from ryzenai_core.vocabulary import did_you_mean
 
 #: Constructor names other LlamaIndex LLMs use for a field of ours (OpenAI's ``max_tokens``).
 FIELD_ALIASES = {"max_tokens": "max_new_tokens"}
+#: Constructor words for reasoning other LlamaIndex LLMs use (Ollama's ``thinking``: a bool, or a level).
+REASONING_FIELDS = ("thinking",)
 
 
 def checked_fields(
@@ -20,7 +23,9 @@ def checked_fields(
     """Constructor (or ``model_copy`` update) fields with aliases resolved; unknown names refused.
 
     ``class_name`` (added by ``to_dict`` / ``model_dump``) is dropped when it names this class.
-    ``aliases`` are other names of fields (default: the LLM's, :data:`FIELD_ALIASES`).
+    ``aliases`` are other names of fields (default: the LLM's, :data:`FIELD_ALIASES`); with the
+    LLM's, :data:`REASONING_FIELDS` too (``thinking=True`` is ``enable_thinking``, ``thinking="high"``
+    a ``reasoning_effort``).
 
     Raises:
         InvalidRequestError: an unknown field (with the closest accepted names), another class's
@@ -34,6 +39,8 @@ def checked_fields(
                 f"load them with that class (or llama_index.core.llms.loading.load_llm)"
             )
         del fields["class_name"]
+    if aliases is FIELD_ALIASES:
+        fields = reasoning_words(fields, REASONING_FIELDS)
     for alias, name in aliases.items():
         if alias in fields:
             value = fields.pop(alias)

@@ -336,7 +336,13 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
     def _scaffold_tokens(self) -> int:
         """Tokens the chat template adds around an empty system + user turn (headers, BOS, ...)."""
         key = json.dumps(
-            [self.chat_template, self.enable_thinking, self.template_vars, id(self.messages_to_prompt)],
+            [
+                self.chat_template,
+                self.enable_thinking,
+                self.reasoning_effort,
+                self.template_vars,
+                id(self.messages_to_prompt),
+            ],
             sort_keys=True,
             default=str,
         )

@@ -29,6 +29,7 @@ import threading
 from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from ..adapters import LoraAdapter
 from ..errors import InvalidRequestError
 from ..generation.loader import SessionKey
 from ..generation.streaming import Chunk, Completion, aaggregate, aggregate
@@ -261,6 +262,18 @@ class Engine:
         "first_token_seconds", "decode_tokens_per_second"}``.
         """
         return dict(self.backend.call("probe", list(prompt_ids), steps, watch, exact))
+
+    def load_adapter(self, adapter: LoraAdapter) -> dict[str, int | None]:
+        """Load ``adapter`` into the model's worker and check it with a one-token run, as a call choosing it does.
+
+        Returns ``{"tensors", "lora_inputs"}``: the file's tensor count and the graph's LoRA inputs
+        (None where they cannot be read). A later call with the same file does not load it again.
+
+        Raises:
+            AdapterError: the file is no adapter, or does not fit the model (the message names the
+                tensor, the sizes and the fix).
+        """
+        return dict(self.backend.call("load_adapter", adapter))
 
     def load(self) -> float | None:
         """Load the model now (it loads on first use otherwise); returns the load time in seconds."""

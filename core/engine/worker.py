@@ -58,6 +58,7 @@ def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
         and not chunk.dropped_messages
         and chunk.stop_sequence is None
         and chunk.provider is None
+        and chunk.adapter is None
         and not chunk.cut
     ):
         return Delta(rid, chunk.text, chunk.token_ids)
@@ -65,7 +66,7 @@ def chunk_message(rid: int, chunk: Chunk) -> Delta | Output:
 
 
 #: Session methods a caller may run in the worker (besides generations).
-CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load", "probe"})
+CALLS = frozenset({"render", "count_tokens", "count_text", "encode", "decode", "load", "probe", "load_adapter"})
 
 
 class _PhaseReporter:

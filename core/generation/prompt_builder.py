@@ -102,6 +102,8 @@ class PromptBuilder:
                 )
         check_text(messages)
         extra = options.template_vars
+        if options.reasoning_effort is not None:  # resolved: a template that reads it
+            extra = {**extra, "reasoning_effort": options.reasoning_effort}
         tool_turns = [i for i, m in enumerate(messages) if m.role == "tool" or m.tool_calls]
         if (tools or tool_turns) and not template.supports_tools:
             what = f"{len(tools)} tool(s)" if tools else f"a tool call or result (message #{tool_turns[0]})"

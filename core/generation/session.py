@@ -6,7 +6,9 @@ options) key: :mod:`.loader` loads ``og.Model`` + ``og.Tokenizer`` on first use,
 :class:`Prepared` prompt, :mod:`.scheduler` runs one generation at a time in arrival order (a
 Ryzen AI laptop has one NPU), :mod:`.kv_cache` keeps the last generator so a call whose prompt
 extends the previous sequence (multi-turn chat, agent loops) prefills only the new tokens, and
-:mod:`.stop` decides why the token loop ends.
+:mod:`.stop` decides why the token loop ends. A call's LoRA adapter is loaded and checked once
+(:mod:`.adapters`) and set on its generator before the prompt; the kept generator is reused only
+by a call with the same adapter.
 
 The :class:`~ryzenai_core.engine.engine.Engine` runs a Session either in this process or in a
 worker process; both use exactly this code.
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+from ..adapters import LoraAdapter
 from ..errors import ContextWindowExceededError, GenerationError, GuidanceUnsupportedError, InvalidRequestError
 from ..messages import ChatMessage, RawPrompt
 from ..options import GenerationOptions, check_runtime_settings, resolve_search
@@ -31,6 +34,7 @@ from ..package.runtime import import_oga, runtime_info
 from ..prompt.formats import has_tool_calls, parse_tool_calls
 from ..prompt.templates import ChatTemplate
 from ..request import instructed
+from .adapters import SessionAdapters, adapter_tensors, lora_inputs
 from .call import CallControl, CallSpec, Phase
 from .closer import Closer, TokenIndex
 from .kv_cache import KVCache, feed
@@ -59,6 +63,7 @@ class Session:
         self.template = self.prompts.templates.default
         self.scheduler = Scheduler()
         self._kv = KVCache(self.package)
+        self.adapters = SessionAdapters(self.package)
         self._load_lock = threading.Lock()
         self._loaded: Loaded | None = None
         self._mm_processor: Any = None
@@ -199,12 +204,12 @@ class Session:
         plan = prep.plan
         reuse = self._kv.enabled(options.kv_reuse, options.called("kv_reuse"))
         reuse = reuse and guidance is None and not (search.get("do_sample") and options.seed is not None)
-        signature = json.dumps(search, sort_keys=True)
 
         t_wait = time.perf_counter()
         if not self.scheduler.acquire(control, reader):
             return
         generator = None
+        signature = ""
         closer: Closer | None = None
         n = 0
         finish: FinishReason | None = FinishReason.CANCELLED
@@ -217,9 +222,14 @@ class Session:
                 return
             if guidance is not None:
                 self._check_guidance(og, guidance)
+            adapter = self._adapter_key(og, options.adapter)
+            # The kept generator serves a call with the same search options and the same adapter only.
+            signature = json.dumps([search, adapter], sort_keys=True)
             control.enter(Phase.PREFILL)
             t_prefill = time.perf_counter()
-            generator, timings.reused_prompt_tokens = self._generator(og, prep, search, signature, guidance, reuse)
+            generator, timings.reused_prompt_tokens = self._generator(
+                og, prep, search, signature, guidance, reuse, adapter
+            )
             timings.prefill = time.perf_counter() - t_prefill
             control.check_deadline()
             control.enter(Phase.GENERATING)
@@ -293,6 +303,7 @@ class Session:
             dropped_messages=prep.dropped_messages,
             stop_sequence=parser.stop_sequence,
             provider=self.device,
+            adapter=options.adapter.name if options.adapter is not None else None,
         )
 
     def token_index(self) -> TokenIndex:
@@ -368,10 +379,46 @@ class Session:
             max_tool_calls=None if options.parallel_tool_calls is not False else 1,
         )
 
+    def _adapter_key(self, og: Any, adapter: LoraAdapter | None) -> str | None:
+        """The runtime's name of the call's adapter (loaded and checked on first use), or None."""
+        return None if adapter is None else self.adapters.key(og, self._require().model, adapter)
+
+    def load_adapter(self, adapter: LoraAdapter) -> dict[str, int | None]:
+        """Load and check ``adapter`` as a call choosing it does, in the model's turn; what ``doctor`` reports.
+
+        Returns ``{"tensors": ..., "lora_inputs": ...}``: the file's tensors and the graph's LoRA
+        inputs (None where they cannot be read here).
+
+        Raises:
+            AdapterError: the file is no adapter, or does not fit the model.
+        """
+        control = CallControl()
+        if not self.scheduler.acquire(control):
+            raise GenerationError("the adapter check was cancelled while it waited for the model")
+        try:
+            self._adapter_key(import_oga(), adapter)
+        finally:
+            self.scheduler.release()
+        tensors, inputs = adapter_tensors(adapter.path), lora_inputs(self.package)
+        return {
+            "tensors": None if tensors is None else len(tensors),
+            "lora_inputs": None if inputs is None else len(inputs),
+        }
+
     def _generator(
-        self, og: Any, prep: Prepared, search: dict[str, Any], signature: str, guidance: Any, reuse: bool
+        self,
+        og: Any,
+        prep: Prepared,
+        search: dict[str, Any],
+        signature: str,
+        guidance: Any,
+        reuse: bool,
+        adapter: str | None,
     ) -> tuple[Any, int]:
         """A generator with the prompt in it: the kept one rewound (see :mod:`.kv_cache`), or a new one.
+
+        A new generator gets the call's ``adapter`` (the runtime's name) before any token; the kept
+        one already has it (its signature names the adapter).
 
         Returns the generator and how many prompt tokens it reused. A runtime that refuses to
         rewind or extend the kept generator gets a new one, and reuse stays off for the model.
@@ -402,6 +449,8 @@ class Session:
         if guidance is not None:
             params.set_guidance(guidance.type, guidance.data)
         generator = og.Generator(model, params)
+        if adapter is not None:
+            self.adapters.activate(generator, adapter)
         if prep.mm_inputs is not None:
             generator.set_inputs(prep.mm_inputs)
         else:

@@ -121,6 +121,8 @@ class Chunk:
     """Values of structured output cut short to close within the budget, filled with minimal values
     to complete it, or stopped at a bound the library set (``punchline``, ``items[2].name``,
     ``search(query)`` for a tool call's argument; last chunk). The answer is ``finish_reason="length"``."""
+    adapter: str | None = None
+    """The LoRA adapter that ran, by the caller's name for it (last chunk; None: the base model)."""
 
 
 @dataclass
@@ -137,7 +139,7 @@ class Completion(Chunk):
             self.finish_reason = chunk.finish_reason
             self.usage, self.timings, self.plan = chunk.usage, chunk.timings, chunk.plan
             self.dropped_messages, self.stop_sequence = chunk.dropped_messages, chunk.stop_sequence
-            self.provider, self.cut = chunk.provider, chunk.cut
+            self.provider, self.cut, self.adapter = chunk.provider, chunk.cut, chunk.adapter
 
 
 def warn_if_cut(chunk: Chunk, model_name: str, budget_name: str) -> None:

@@ -26,7 +26,7 @@ from llama_index.core.base.llms.types import MessageRole
 from llama_index.core.prompts import ChatPromptTemplate
 from pydantic import BaseModel
 
-from conftest import ROOT, TINY_LLAMA, TINY_QWEN3, tear_first_deltas
+from conftest import MODELS, ROOT, TINY_LLAMA, TINY_QWEN3, tear_first_deltas
 from langchain_ryzenai import ChatRyzenAI
 from llamaindex_ryzenai import RyzenAILLM
 from ryzenai_core import ChatMessage, Engine, GenerationTimeoutError, InvalidRequestError, Request
@@ -34,6 +34,8 @@ from ryzenai_core.options import CALL_SETTINGS, OPTIONS, validated_options
 from ryzenai_core.vocabulary import ALIASES, UNSUPPORTED
 
 QWEN = str(TINY_QWEN3)
+#: The adapters every face object below may choose from per call (the request stops before any load).
+ADAPTERS = {name: str(MODELS / "tiny-qwen3-lora" / "adapters" / f"{name}.onnx_adapter") for name in ("alpha", "beta")}
 ADD = {
     "type": "function",
     "function": {
@@ -177,6 +179,7 @@ SAMPLES: dict[str, Any] = {
     "seed": 3,
     "stop": ["END"],
     "enable_thinking": False,
+    "reasoning_effort": "none",
     "guidance": {"type": "regex", "data": "[a-z]+"},
     "tools": [ADD],
     "tool_choice": "none",
@@ -186,6 +189,7 @@ SAMPLES: dict[str, Any] = {
     "template_vars": {"date_string": "1 Jan 2026"},
     "overflow": "drop_oldest",
     "kv_reuse": False,
+    "adapter": "alpha",
     "timeout": 30.0,
 }
 FACES = (ChatRyzenAI, RyzenAILLM)
@@ -211,7 +215,7 @@ def stopped(monkeypatch):
 
 def _outcome(face: type, stopped: list[Request], **kwargs: Any) -> Any:
     """What the core is sent for one call of ``face`` with ``kwargs``, or the error that refused it."""
-    model = face(model=QWEN)
+    model = face(model=QWEN, adapters=ADAPTERS)
     call = model.invoke if face is ChatRyzenAI else model.chat
     try:
         call(LC_SYSTEM if face is ChatRyzenAI else LI_SYSTEM, **kwargs)
@@ -236,6 +240,19 @@ def test_every_per_call_option_reaches_the_core_the_same_from_each_face(stopped,
     assert not isinstance(sent[0][0], type), sent[0]  # accepted, not refused
     assert sent[0] == sent[1]
     assert sent[0] != _outcome(ChatRyzenAI, stopped)  # the option changed the request
+
+
+def test_an_adapter_is_chosen_by_name_alike_on_each_face(stopped) -> None:
+    """Both faces send the file the name chooses, refuse a name the object lacks in the same words
+    (listing the names it has), and take None as the base model."""
+    sent = [_outcome(face, stopped, adapter="beta") for face in FACES]
+    assert sent[0] == sent[1]
+    assert sent[0][1].adapter.name == "beta" and sent[0][1].adapter.path == str(Path(ADAPTERS["beta"]).resolve())
+    refused = [_outcome(face, stopped, adapter="gamma") for face in FACES]
+    assert refused[0] == refused[1]
+    assert refused[0][0] is InvalidRequestError and "'alpha', 'beta'" in refused[0][1]
+    base = [_outcome(face, stopped, adapter=None) for face in FACES]
+    assert base[0] == base[1] == _outcome(ChatRyzenAI, stopped) and base[0][1].adapter is None
 
 
 def _other_words() -> list[str]:

@@ -36,6 +36,9 @@ STAND_INS = {
     '"C:/models/Qwen3-4B_rai_1.8.0_npu_4K"': repr(str(MODELS / "tiny-qwen3")),
     '"Gemma-3-4b_rai_1.8.0_npu_16K"': repr(str(MODELS / "tiny-gemma3-vision")),
     '"BAAI/bge-small-en-v1.5"': repr(str(FIXTURES / "embeddings" / "tiny-bert-st")),
+    '"C:/models/Qwen3-4B-multilora"': repr(str(MODELS / "tiny-qwen3-lora")),
+    '"C:/adapters/sql.onnx_adapter"': repr(str(MODELS / "tiny-qwen3-lora" / "adapters" / "alpha.onnx_adapter")),
+    '"C:/adapters/support.onnx_adapter"': repr(str(MODELS / "tiny-qwen3-lora" / "adapters" / "beta.onnx_adapter")),
     '"cross-encoder/ms-marco-MiniLM-L6-v2"': repr(str(FIXTURES / "rerank" / "tiny-bert-cross-encoder")),
     '"BAAI/bge-reranker-base"': repr(str(FIXTURES / "rerank" / "tiny-xlmr-reranker")),
 }

@@ -80,7 +80,7 @@ def test_only_a_chunk_of_text_and_ids_alone_travels_as_a_delta():
             continue
         value = {"reasoning": "r", "tool_calls": [ToolCall("f", {}, "c")], "finish_reason": "stop",
                  "usage": Usage(1, 1), "timings": Timings(), "plan": object(), "dropped_messages": 1,
-                 "stop_sequence": "\n", "provider": "RyzenAI", "cut": ["answer"]}.get(f.name)
+                 "stop_sequence": "\n", "provider": "RyzenAI", "cut": ["answer"], "adapter": "sql"}.get(f.name)
         assert value is not None, f"Chunk.{f.name} is new: check it in worker.chunk_message, and give it a value here"
         chunk = Chunk("a", token_ids=[1], **{f.name: value})
         assert chunk_message(3, chunk) == Output(3, chunk), f.name

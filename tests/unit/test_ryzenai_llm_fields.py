@@ -55,7 +55,8 @@ def test_an_unknown_field_is_an_error_naming_the_closest_field(field, suggestion
     message = str(info.value)
     assert f"unknown field(s) '{field}' (did you mean {suggestion}" in message
     # the accepted fields are listed, LlamaIndex's own included
-    assert "accepted fields: callback_manager, chat_template" in message and "use_package_tokenizer" in message
+    assert "accepted fields: adapter, adapters, callback_manager, chat_template" in message
+    assert "use_package_tokenizer" in message
 
 
 def test_an_unknown_field_without_a_close_name_lists_the_accepted_ones():
