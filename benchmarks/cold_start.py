@@ -9,8 +9,13 @@ first streamed text (``time.monotonic``, one clock for every process of the mach
 
 - ``floor_langchain`` / ``floor_llamaindex``: none of the plugin's code. The framework's own
   import (the ``langchain_core`` / ``llama_index.core`` modules the face's chat model imports),
-  then plain onnxruntime-genai: ``og.Config`` / ``og.Model`` / ``og.Tokenizer``, encode the
-  prompt ``ChatRyzenAI`` renders for ``"hi"``, ``og.Generator`` and tokens until the first text;
+  then a trivial chat model of the framework (a ``BaseChatModel`` with a ``_stream``, a
+  ``CustomLLM`` with a decorated ``stream_complete``, as ``overhead.py``'s floors) streamed as the
+  face is (``.stream("hi")``, ``.stream_complete("hi")``): what the framework's own first call
+  costs (its callbacks, tracing, serialization of the model, instrumentation) is the floor's too.
+  Its stream runs plain onnxruntime-genai: ``og.Config`` / ``og.Model`` / ``og.Tokenizer``,
+  encode the prompt ``ChatRyzenAI`` renders for ``"hi"``, ``og.Generator`` and tokens until the
+  first text;
 - ``floor_oga``: onnxruntime-genai alone (no framework), the same steps;
 - ``langchain``: ``from langchain_ryzenai import ChatRyzenAI; ChatRyzenAI(model=...).stream("hi")``
   up to its first chunk with text; ``llamaindex``: ``from llamaindex_ryzenai import RyzenAILLM;
@@ -26,11 +31,13 @@ Each face's own part is its time minus its floor's in the same round (median ove
 with the lowest and highest). Every process also reports when each step ended, on the machine's
 one monotonic clock, and the breakdown table shows each step's median:
 
-- the floors: the framework's import (``framework``), onnxruntime-genai's (``oga import``, with
-  numpy, which its first encode imports), the model's load and the first token;
+- the floors: the framework's import (``framework``), its trivial model's call up to the model's
+  own code (``framework call``), onnxruntime-genai's import (``oga import``, with numpy, which
+  its first encode imports), the model's load and the first token;
 - the faces (worker process): the caller's imports (the interpreter, the framework and the face:
-  ``caller imports``), building the model object, the first call's own work before the worker
-  starts (its modules, the engine, the package's files: ``call prep``), the worker's start (a new
+  ``caller imports``), building the model object, the framework's part of the call up to the
+  face's ``_stream`` (``framework call``), the face's own work before the worker starts (its
+  modules, the engine, the package's files, the request: ``call prep``), the worker's start (a new
   interpreter, until its first line runs), its imports (the worker module), opening the package
   until it says it is ready (``worker open``), the load (onnxruntime-genai's import and the
   model's load in the worker, and the round trip) and the first token. The worker's two marks
@@ -38,9 +45,12 @@ one monotonic clock, and the breakdown table shows each step's median:
   ``python -m``; it imports the module, says when, and calls its ``main``).
 
 The breakdown's last lines set each face's steps against its floor's: what the face adds in
-the caller's imports (beyond the framework), in steps the floor does not have (building, call
-prep, the worker's start, imports and open), in the load (beyond onnxruntime-genai's import and
-the model's load) and in the first token. For the worker, the benchmark's own
+the caller's imports (beyond the framework), before the load (building, the call, the worker's
+start, imports and open, beyond the floor's model and call), in the load (beyond
+onnxruntime-genai's import and the model's load) and in the first token. Each process's CPU
+time to its exit (its own and its worker's, from the kernel's accounting of exited children)
+is set against its floor's too: on a busy machine it varies less than the wall-clock time, but
+it does not show what runs in parallel (the caller's work while its worker starts). For the worker, the benchmark's own
 process then times a worker's start on its own (``Engine.load`` of a new engine: start, open
 the package, load the model; then the first token of ``Engine.stream``). ``-X importtime``
 of the face's import, the floor's and the worker's shows which packages the import time goes
@@ -104,31 +114,92 @@ FRAMEWORK_IMPORTS = {
     ),
 }
 
-#: ``python -c FLOOR_SOURCE ARGS_JSON``: the framework's import, then the plain runtime up to the first text.
+#: ``python -c FLOOR_SOURCE ARGS_JSON``: the framework's import, a trivial chat model of it (none with no
+#: framework), whose stream runs the plain runtime up to the first text.
 FLOOR_SOURCE = """
 import importlib, json, sys, time
 args = json.loads(sys.argv[1])
 for name in args["imports"]:
     importlib.import_module(name)
-marks = {"framework": time.monotonic()}
-import onnxruntime_genai as og
-import numpy  # what the first encode imports (the worker's load encodes): in the same step on both sides
-marks["imported"] = time.monotonic()
-cfg = og.Config(args["model"])
-cfg.overlay(args["overlay"])
-model = og.Model(cfg)
-tokenizer = og.Tokenizer(model)
-marks["loaded"] = time.monotonic()
-ids = tokenizer.encode(args["prompt"])
-stream = tokenizer.create_stream()
-params = og.GeneratorParams(model)
-params.set_search_options(max_length=len(ids) + args["new"], do_sample=False)
-gen = og.Generator(model, params)
-gen.append_tokens(ids)
-while not gen.is_done():
-    gen.generate_next_token()
-    if stream.decode(gen.get_next_tokens()[0]):
-        break
+marks = {}
+
+
+def first_text():
+    marks["call"] = time.monotonic()
+    import onnxruntime_genai as og
+    import numpy  # what the first encode imports (the worker's load encodes): in the same step on both sides
+    marks["imported"] = time.monotonic()
+    cfg = og.Config(args["model"])
+    cfg.overlay(args["overlay"])
+    model = og.Model(cfg)
+    tokenizer = og.Tokenizer(model)
+    marks["loaded"] = time.monotonic()
+    ids = tokenizer.encode(args["prompt"])
+    stream = tokenizer.create_stream()
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ids) + args["new"], do_sample=False)
+    gen = og.Generator(model, params)
+    gen.append_tokens(ids)
+    while not gen.is_done():
+        gen.generate_next_token()
+        text = stream.decode(gen.get_next_tokens()[0])
+        if text:
+            return text
+    return ""
+
+
+if args["face"] == "langchain":
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessageChunk
+    from langchain_core.outputs import ChatGenerationChunk
+
+    class FloorChat(BaseChatModel):
+        @property
+        def _llm_type(self):
+            return "floor"
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            raise NotImplementedError
+
+        def _stream(self, messages, stop=None, run_manager=None, **kwargs):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=first_text()))
+            if run_manager is not None:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    marks["framework"] = time.monotonic()
+    for chunk in FloorChat().stream(args["user"]):
+        if chunk.content:
+            break
+elif args["face"] == "llamaindex":
+    from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata
+    from llama_index.core.llms.callbacks import llm_completion_callback
+    from llama_index.core.llms.custom import CustomLLM
+
+    class FloorLLM(CustomLLM):
+        @property
+        def metadata(self):
+            return LLMMetadata(num_output=args["new"], model_name="floor")
+
+        @llm_completion_callback()
+        def complete(self, prompt, formatted=False, **kwargs):
+            raise NotImplementedError
+
+        @llm_completion_callback()
+        def stream_complete(self, prompt, formatted=False, **kwargs):
+            def gen():
+                text = first_text()
+                yield CompletionResponse(text=text, delta=text)
+
+            return gen()
+
+    marks["framework"] = time.monotonic()
+    for response in FloorLLM().stream_complete(args["user"]):
+        if response.delta:
+            break
+else:
+    marks["framework"] = time.monotonic()
+    first_text()
 marks["first"] = time.monotonic()
 print(json.dumps(marks))
 """
@@ -149,8 +220,10 @@ worker.main()
 """.replace("MARKS", repr(WORKER_MARKS))
 
 #: ``python -c FACE_SOURCE ARGS_JSON``: a face's import, its model object, its stream up to the first text.
-#: With a worker, the first call's steps are marked (see the module docstring) by wrapping what the
-#: worker client calls at each (its modules are imported after ``constructed``, as the call would).
+#: With a worker, the first call's steps (see the module docstring) are marked by wrapping what the
+#: worker connection calls at each (``ryzenai_core.workers``, a few ms of imports, is imported after
+#: ``constructed``); LangChain's part of the call ends where ``ChatRyzenAI._stream`` starts (LlamaIndex's
+#: callback wrapper calls the face's ``metadata`` first: no line between them is drawn).
 FACE_SOURCE = """
 import json, sys, time
 args = json.loads(sys.argv[1])
@@ -158,26 +231,37 @@ kw = {"model": args["model"], "num_threads": args["threads"], "execution": args[
 
 
 def mark_the_worker(marks):
-    from ryzenai_core import spawn
-    from ryzenai_core.engine import client
+    from ryzenai_core import spawn, workers
 
-    first_frame, ensure_loaded = client.read_first_frame, client.WorkerClient.ensure_loaded
+    first_frame, request = workers.read_first_frame, workers.WorkerConnection.request
 
     def worker_command(module, **kw):
         marks.setdefault("spawn", time.monotonic())
         return [sys.executable, "-c", args["boot"], module]
 
-    def read_first_frame(proc):
+    def read_first_frame(proc, *a, **kw):
         try:
-            return first_frame(proc)
+            return first_frame(proc, *a, **kw)
         finally:
             marks.setdefault("ready", time.monotonic())
 
-    def loaded(self):
-        ensure_loaded(self)
-        marks.setdefault("loaded", time.monotonic())
+    def loaded(self, *a, **kw):  # the first request to a new worker loads the model ("load", or a token count)
+        try:
+            return request(self, *a, **kw)
+        finally:
+            marks.setdefault("loaded", time.monotonic())
 
-    spawn.worker_command, client.read_first_frame, client.WorkerClient.ensure_loaded = worker_command, read_first_frame, loaded
+    spawn.worker_command, workers.read_first_frame, workers.WorkerConnection.request = worker_command, read_first_frame, loaded
+
+
+def mark_the_call(cls, marks):
+    own = cls._stream
+
+    def _stream(self, *a, **kw):
+        marks.setdefault("call", time.monotonic())
+        return own(self, *a, **kw)
+
+    cls._stream = _stream
 
 
 if args["face"] == "langchain":
@@ -187,6 +271,7 @@ if args["face"] == "langchain":
     marks["constructed"] = time.monotonic()
     if args["execution"] == "process":
         mark_the_worker(marks)
+    mark_the_call(ChatRyzenAI, marks)
     for chunk in llm.stream(args["user"]):
         if chunk.content:
             break
@@ -205,10 +290,17 @@ print(json.dumps(marks), flush=True)
 """
 
 #: The steps of a process, each ending at its mark; a step's time is its mark minus the one before it.
-FLOOR_STEPS = (("framework", "framework"), ("oga import", "imported"), ("load", "loaded"), ("first token", "first"))
+FLOOR_STEPS = (
+    ("framework", "framework"),
+    ("framework call", "call"),
+    ("oga import", "imported"),
+    ("load", "loaded"),
+    ("first token", "first"),
+)
 FACE_STEPS = (
     ("caller imports", "imported"),
     ("build", "constructed"),
+    ("framework call", "call"),
     ("call prep", "spawn"),
     ("worker start", "worker_started"),
     ("worker imports", "worker_imported"),
@@ -246,13 +338,13 @@ def _env() -> dict[str, str]:
 
 def methods(model: Path, prompt: str, inline: bool, base: str | None = None) -> dict[str, list[str]]:
     """Method name -> the command line of its process."""
-    floor = {"model": str(model), "overlay": _overlay(), "prompt": prompt, "new": NEW_TOKENS}
+    floor = {"model": str(model), "overlay": _overlay(), "prompt": prompt, "new": NEW_TOKENS, "user": USER}
     face = {"model": str(model), "threads": THREADS, "user": USER, "new": NEW_TOKENS, "boot": WORKER_BOOT}
     out: dict[str, list[str]] = {"python": [sys.executable, "-c", "pass"]}
-    out["floor_oga"] = [sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": []})]
+    out["floor_oga"] = [sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": [], "face": None})]
     for name in FACES:
         out[f"floor_{name}"] = [
-            sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": FRAMEWORK_IMPORTS[name]})
+            sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": FRAMEWORK_IMPORTS[name], "face": name})
         ]
         out[name] = [sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "process"})]
         if base is not None:
@@ -270,11 +362,13 @@ def run_once(cmd: list[str], pythonpath: str | None = None) -> dict[str, float]:
     env = _env()
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
+    cpu0 = _children_cpu()
     t0 = time.monotonic()
     # From the other checkout's folder: `python -c` puts the working directory first on sys.path.
     cwd = pythonpath if pythonpath is not None else None
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)  # noqa: S603
     end = time.monotonic()
+    cpu = _children_cpu() - cpu0
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[:2]} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     lines = proc.stdout.strip().splitlines()
@@ -284,8 +378,19 @@ def run_once(cmd: list[str], pythonpath: str | None = None) -> dict[str, float]:
             marks.update(json.loads(line[len(WORKER_MARKS):]))
     out = {k: v - t0 for k, v in marks.items()}
     out["end"] = end - t0
+    out["cpu"] = cpu
     out.setdefault("first", out["end"])  # python -c pass: its whole life
     return out
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's children that have exited, and of theirs (a face's worker)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def rendered_prompt(model: Path) -> str:
@@ -378,7 +483,10 @@ def measure(name: str, model: Path, rounds: int, inline: bool, base: str | None 
         "rounds": rounds,
         "prompt": prompt,
         "total_s": {k: _summary([m["first"] for m in rs], 3) for k, rs in runs.items()},
-        "marks_s": {k: {mark: _summary([m[mark] for m in rs], 3) for mark in rs[0]} for k, rs in runs.items()},
+        "cpu_s": {k: _summary([m["cpu"] for m in rs], 3) for k, rs in runs.items()},
+        "own_cpu_s": {},
+        "marks_s": {k: {mark: _summary([m[mark] for m in rs], 3) for mark in rs[0] if mark != "cpu"}
+                    for k, rs in runs.items()},
         "steps_s": {k: _steps(rs, FLOOR_STEPS if k.startswith("floor_") else FACE_STEPS) for k, rs in runs.items()},
         "own_part_s": {},
         "own_parts_s": {},
@@ -390,6 +498,7 @@ def measure(name: str, model: Path, rounds: int, inline: bool, base: str | None 
             if k in runs:
                 pairs = list(zip(runs[k], floor, strict=True))
                 out["own_part_s"][k] = _summary([m["first"] - f["first"] for m, f in pairs], 3)
+                out["own_cpu_s"][k] = _summary([m["cpu"] - f["cpu"] for m, f in pairs], 3)
                 parts = [own_parts(m, f) for m, f in pairs]
                 out["own_parts_s"][k] = {p: _summary([row[p] for row in parts], 3) for p in parts[0]}
     out["worker_start_ms"] = worker_start(model, max(3, rounds // 2))
@@ -410,15 +519,16 @@ def own_parts(face: dict[str, float], floor: dict[str, float]) -> dict[str, floa
     """A face's time beyond its floor's in one round, by where it goes (the parts add up to the difference).
 
     - ``imports``: the caller's imports beyond the framework's (the floor's ``framework`` mark);
-    - ``before the load``: building the model object, and with a worker the call's own work
-      before it, the worker's start, its imports and the package's opening: steps the floor does not have;
+    - ``before the load``: building the model object and the call up to the worker's "ready" (the
+      framework's part of the call, the face's, the worker's start, its imports and the package's
+      opening) beyond the floor's model object and call up to its runtime's import;
     - ``load``: the load (with a worker: onnxruntime-genai's and numpy's import there, the model's
       load and the round trip) beyond the floor's imports of the two and its load;
     - ``first token``: from the load to the first text, beyond the floor's.
-    Inline, the load has no mark of its own: ``call`` is the whole call beyond the floor's
-    onnxruntime-genai import, load and first token.
+    Inline, the load has no mark of its own: ``call`` is the whole call beyond the floor's.
     """
     imports = face["imported"] - floor["framework"]
+    floor_call = floor["call"] - floor["framework"]
     if "loaded" not in face:
         return {
             "imports": imports,
@@ -427,8 +537,8 @@ def own_parts(face: dict[str, float], floor: dict[str, float]) -> dict[str, floa
         }
     return {
         "imports": imports,
-        "before the load": face.get("ready", face["constructed"]) - face["imported"],
-        "load": (face["loaded"] - face.get("ready", face["constructed"])) - (floor["loaded"] - floor["framework"]),
+        "before the load": face.get("ready", face["constructed"]) - face["imported"] - floor_call,
+        "load": (face["loaded"] - face.get("ready", face["constructed"])) - (floor["loaded"] - floor["call"]),
         "first token": (face["first"] - face["loaded"]) - (floor["first"] - floor["loaded"]),
     }
 
@@ -446,7 +556,8 @@ def report(results: dict[str, Any]) -> list[str]:
     lines = []
     for name, res in results["models"].items():
         lines.append(f"\n{name}: {res['rounds']} rounds, {results['threads']} thread(s); process start -> first text, s")
-        lines.append(f"  {'method':<20}{'total (min-max)':>24}{'imported':>10}{'built/loaded':>14}{'own part (min-max)':>26}")
+        lines.append(f"  {'method':<20}{'total (min-max)':>24}{'imported':>10}{'built/loaded':>14}{'own part (min-max)':>26}"
+                     f"{'CPU to exit':>13}{'own CPU (min-max)':>26}")
         for k, t in res["total_s"].items():
             marks = res["marks_s"][k]
             imp = marks.get("imported", {}).get("median")
@@ -456,7 +567,10 @@ def report(results: dict[str, Any]) -> list[str]:
                 f"  {k:<20}{t['median']:>9.3f} ({t['min']:.3f}-{t['max']:.3f})"
                 + (f"{imp:>10.3f}" if imp is not None else f"{'-':>10}")
                 + (f"{mid:>14.3f}" if mid is not None else f"{'-':>14}")
-                + (f"{own['median']:>+11.3f} ({own['min']:+.3f} to {own['max']:+.3f})" if own else "")
+                + (f"{own['median']:>+11.3f} ({own['min']:+.3f} to {own['max']:+.3f})" if own else f"{'':>26}")
+                + f"{res['cpu_s'][k]['median']:>13.3f}"
+                + (f"{cpu['median']:>+11.3f} ({cpu['min']:+.3f} to {cpu['max']:+.3f})"
+                   if (cpu := res["own_cpu_s"].get(k)) else "")
             )
         lines.append("\n  breakdown: median seconds of each step (a step ends at its mark)")
         for k, steps in res["steps_s"].items():

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what the messages carry; a worker imports only the side it 
     from .generation.streaming import Chunk
     from .messages import ChatMessage, RawPrompt
     from .options import GenerationOptions
+    from .package.folder import ModelPackage
 
 __all__ = [
     "PIPE_BUFFER",
@@ -51,6 +52,7 @@ __all__ = [
     "Init",
     "Kind",
     "Message",
+    "ModelSpec",
     "Output",
     "PhaseReport",
     "ProtocolError",
@@ -93,10 +95,20 @@ class Kind(enum.IntEnum):
 
 
 # -- caller -> worker
-class Init(NamedTuple):
-    """The first frame to a worker: what it serves (a model worker a ``SessionKey``, an encoder's a ``SessionSpec``)."""
+class ModelSpec(NamedTuple):
+    """What a model worker serves: its session's key, and its package as the caller read it (None: not read).
 
-    spec: SessionKey | SessionSpec
+    The worker reads the folder only if it changed since (see :meth:`~ryzenai_core.package.folder.ModelPackage.reuse`).
+    """
+
+    key: SessionKey
+    package: ModelPackage | None = None
+
+
+class Init(NamedTuple):
+    """The first frame to a worker: what it serves (a :class:`ModelSpec`, or an encoder's ``SessionSpec``)."""
+
+    spec: ModelSpec | SessionSpec
 
 
 class Stream(NamedTuple):

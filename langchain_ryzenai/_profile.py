@@ -85,11 +85,11 @@ class PackageProfile(dict[str, Any]):
 
 
 def _filling(name: str) -> Any:
-    """``dict.<name>`` on the profile once it is filled."""
+    """``dict.<name>`` on the profile once it is filled (another profile it is given too: ``a == b``)."""
     method = getattr(dict, name)
 
     def filled(self: PackageProfile, *args: Any, **kwargs: Any) -> Any:
-        return method(self.fill(), *args, **kwargs)
+        return method(self.fill(), *(a.fill() if isinstance(a, PackageProfile) else a for a in args), **kwargs)
 
     filled.__name__, filled.__qualname__, filled.__doc__ = name, f"PackageProfile.{name}", method.__doc__
     return filled

@@ -52,6 +52,7 @@ from ._shared import PublicSerialization
 
 if TYPE_CHECKING:
     from langchain_core.language_models import ModelProfile
+    from langchain_core.load.serializable import SerializedConstructor, SerializedNotImplemented
 
     from ryzenai_core.engine.engine import Engine
     from ryzenai_core.options import GenerationOptions
@@ -268,6 +269,16 @@ class ChatRyzenAI(PublicSerialization, BaseChatModel, LLMSettings):
     def lc_secrets(self) -> dict[str, str]:
         """``api_key`` is serialized as a reference to ``RYZENAI_API_KEY``, never as its value."""
         return {"api_key": "RYZENAI_API_KEY"}
+
+    def to_json(self) -> SerializedConstructor | SerializedNotImplemented:
+        """LangChain's serialization (``dumps``, and every call's run, which serializes the model once).
+
+        ``profile`` is left out of it (LangChain's field), so one not read yet is not read for it:
+        LangChain asks each field's truth value before it leaves the excluded ones out.
+        """
+        if isinstance(self.profile, PackageProfile) and not self.profile.filled:
+            return self.model_copy(update={"profile": None}).to_json()
+        return super().to_json()
 
     @property
     def _llm_type(self) -> str:

@@ -24,6 +24,7 @@ from ..ipc import (
     End,
     Error,
     Message,
+    ModelSpec,
     Output,
     PhaseReport,
     Result,
@@ -31,6 +32,7 @@ from ..ipc import (
     write_frame,
 )
 from ..messages import RawPrompt
+from ..package.folder import ModelPackage
 from ..workers import Deadline, WorkerConnection
 from .inflight import Backend, PendingCall
 
@@ -62,8 +64,9 @@ class WorkerClient(WorkerConnection, Backend):
     module = "ryzenai_core.engine.worker"
     what = "model worker"
 
-    def __init__(self, key: SessionKey) -> None:
-        super().__init__(key)
+    def __init__(self, key: SessionKey, package: ModelPackage | None = None) -> None:
+        """A worker for ``key``'s model; ``package``, read here already, is handed to it (see ``ModelSpec``)."""
+        super().__init__(ModelSpec(key, package))
         self.key = key
         self._streams: dict[int, PendingCall] = {}  # open streams, oldest first
         self._running: int | None = None  # the stream the worker is working on

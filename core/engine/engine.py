@@ -173,9 +173,9 @@ class Engine:
                 if self.execution == "inline":
                     from .inline import InlineBackend
 
-                    self._backend = InlineBackend(self.key)
+                    self._backend = InlineBackend(self.key, self.package)
                 else:
-                    self._backend = WorkerClient(self.key)
+                    self._backend = WorkerClient(self.key, self.package)
             return self._backend
 
     # -- generation

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import GenerationTimeoutError
 from ..generation.loader import SessionKey
 from ..generation.session import Session
+from ..package.folder import ModelPackage
 from ..request import Request
 from .inflight import Backend, PendingCall
 
@@ -21,8 +22,8 @@ class InlineBackend(Backend):
     every wait has a deadline, a cancel stops it within a token and an event loop is never blocked.
     """
 
-    def __init__(self, key: SessionKey) -> None:
-        self.session = Session(key)
+    def __init__(self, key: SessionKey, package: ModelPackage | None = None) -> None:
+        self.session = Session(key, package)
 
     def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         """Run a session method (``load`` returns the load time)."""

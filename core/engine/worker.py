@@ -24,7 +24,6 @@ import threading
 from typing import Any
 
 from ..generation.call import CallControl, CallSpec, Cancellation, Phase
-from ..generation.loader import SessionKey
 from ..generation.session import Session
 from ..generation.streaming import Chunk
 from ..ipc import (
@@ -34,6 +33,7 @@ from ..ipc import (
     End,
     Error,
     Message,
+    ModelSpec,
     Output,
     PhaseReport,
     Result,
@@ -86,8 +86,8 @@ class ModelWorker:
 
     info = None
 
-    def __init__(self, key: SessionKey, send: Send) -> None:
-        self.session = Session(key)
+    def __init__(self, spec: ModelSpec, send: Send) -> None:
+        self.session = Session(spec.key, spec.package)  # the caller's reading of the package, if still true
         self.send = send
         self.generations: queue.SimpleQueue[Stream] = queue.SimpleQueue()  # C queues: a hand-over without Python locks
         self.calls: queue.SimpleQueue[Call] = queue.SimpleQueue()

@@ -18,9 +18,10 @@ Only the last few tokens of a call that runs long pay for it (one copy of the lo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..prompt.completion import Cut, Follower, Shape
+if TYPE_CHECKING:  # the completion machinery loads with the first constrained call, not with the model worker
+    from ..prompt.completion import Cut, Shape
 
 __all__ = ["Closer", "TokenIndex"]
 
@@ -62,6 +63,8 @@ class Closer:
     __slots__ = ("_cut", "_follower", "_generator", "_index", "_max_new", "_reserve", "_steered")
 
     def __init__(self, shape: Shape, index: TokenIndex, max_new_tokens: int, generator: Any) -> None:
+        from ..prompt.completion import Follower
+
         self._follower = Follower(shape)
         self._reserve = shape.reserve
         self._index = index

@@ -54,9 +54,9 @@ log = logging.getLogger(__name__)
 class Session:
     """One loaded model; see the module docstring."""
 
-    def __init__(self, key: SessionKey) -> None:
+    def __init__(self, key: SessionKey, package: ModelPackage | None = None) -> None:
         self.key = key
-        self.package = ModelPackage.open(key.path, release=key.release)
+        self.package = ModelPackage.reuse(package, key.path, key.release)  # read again only if the folder changed
         check_runtime_settings(key.provider, key.num_threads)
         self.tokens = Tokens(self.package, self._require)
         self.prompts = PromptBuilder(self.package, self.tokens, lambda: self._processor())

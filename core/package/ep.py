@@ -26,7 +26,6 @@ import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
@@ -293,6 +292,8 @@ def probe_ep_library(path: Path, *, environ: Mapping[str, str] | None = None) ->
 
 @lru_cache(maxsize=8)
 def _probe(path: str, size: int, mtime: int, keep: tuple[str, str], env: str) -> EpLoad:
+    import subprocess  # here: a model worker that imports this module never starts a process
+
     genai = _package_dir("onnxruntime_genai") if sys.platform == "win32" else None
     try:
         done = subprocess.run(

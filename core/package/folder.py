@@ -34,6 +34,7 @@ from .scan import (
     check_relative,
     choose_release,
     external_data_names,
+    folder_stamp,
     inside_folder,
     is_lfs_pointer,
     is_vision_state,
@@ -114,6 +115,8 @@ class ModelPackage:
     """The package's longest file path, relative to :attr:`path` (for :attr:`path_warnings`)."""
     broken_links: tuple[str, ...] = ()
     """Links in the folder whose target is gone (a Hugging Face cache download that stopped early)."""
+    stamp: tuple[tuple[str, int, int], ...] = ()
+    """The folder as it was when it was read (:func:`~.scan.folder_stamp`, taken before reading): see :meth:`reuse`."""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -146,6 +149,7 @@ class ModelPackage:
                 path=folder,
             )
         folder = folder.resolve()
+        stamp = folder_stamp(folder)  # before reading: a change while it is read shows as a change
         repo = cache_repository(folder)
         linked = repo.blobs if repo is not None else None  # where a snapshot's links point
         cfg_path = folder / "genai_config.json"
@@ -247,7 +251,22 @@ class ModelPackage:
             missing_files=missing_npu_files(folder, nodes, files),
             longest_file=max((p.relative_to(folder).as_posix() for p in files), key=len, default=None),
             broken_links=tuple(broken_links(folder, depth=3)),
+            stamp=stamp,
         )
+
+    @classmethod
+    def reuse(cls, package: ModelPackage | None, path: str, release: str | None = None) -> ModelPackage:
+        """``package``, read before (by the caller that starts a model worker), while it is still the folder.
+
+        It is, when it was read from ``path`` and the folder's :func:`~.scan.folder_stamp` is still
+        the one taken when it was read (its configuration files, and no file added, removed or
+        replaced since); otherwise (or with no ``package``) the folder is read now, as :meth:`open` with
+        ``release`` reads it.
+        """
+        if package is not None and package.stamp and str(package.path) == path:
+            if folder_stamp(package.path) == package.stamp:
+                return package
+        return cls.open(path, release=release)
 
     # ------------------------------------------------------------------ facts
     @property

@@ -7,9 +7,9 @@ inside the folder (:func:`inside_folder`), the execution provider and its option
 what they imply is missing (:func:`scan_buckets`, :func:`missing_npu_files`), the Ryzen AI
 release a package is planned for and the ``rai_config.json`` key that gives its prompt limit
 (:func:`choose_release`, :func:`prompt_limit_key`), the tokenizer files and chat template
-source (:func:`read_tokenizer`), and what in a path can stop AMD's native loader
-(:func:`path_hazards`). Only the core's errors and the package wing's runtime facts are
-imported here.
+source (:func:`read_tokenizer`), what in a path can stop AMD's native loader
+(:func:`path_hazards`), and what changes when the folder does (:func:`folder_stamp`). Only the
+core's errors and the package wing's runtime facts are imported here.
 """
 
 from __future__ import annotations
@@ -312,6 +312,47 @@ def scan_buckets(folder: Path) -> tuple[tuple[int, ...], tuple[int, ...], dict[s
         elif _VISION_RE.match(name):
             vision.append(entry)
     return tuple(sorted(prefill)), tuple(sorted(decode)), nodes, sorted(vision)
+
+
+#: The files a package's facts are read from, by name in its folder (see :func:`folder_stamp`).
+FACT_FILES = (
+    "genai_config.json",
+    "rai_config.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "tokenizer.json",
+    "tokenizer.model",
+)
+
+
+def folder_stamp(folder: Path, depth: int = 3) -> tuple[tuple[str, int, int], ...]:
+    """What a change to a package folder changes, from stats and folder listings only (no file is read).
+
+    ``(name, size, modification time)`` of each file of :data:`FACT_FILES` there is, and ``(path/,
+    -1, modification time)`` of the folder and of each folder in it down to ``depth`` levels (a file
+    added, removed or replaced there: a download that finished, a Git LFS pointer replaced by its content).
+    """
+    out: list[tuple[str, int, int]] = []
+    for name in FACT_FILES:
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            continue
+        out.append((name, st.st_size, st.st_mtime_ns))
+
+    def folders(path: Path, rel: str, depth: int) -> None:
+        try:
+            out.append((rel, -1, path.stat().st_mtime_ns))
+            entries = list(os.scandir(path)) if depth > 1 else []
+        except OSError:
+            return
+        for e in sorted(entries, key=lambda e: e.name):
+            if e.is_dir() and not e.name.startswith(".git"):
+                folders(Path(e.path), f"{rel}{e.name}/", depth - 1)
+
+    folders(folder, "/", depth)
+    return tuple(out)
 
 
 def walk_files(folder: Path, depth: int) -> list[Path]:

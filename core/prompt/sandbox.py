@@ -18,7 +18,6 @@ import json
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -168,6 +167,8 @@ def _tojson(
 
 
 def _strftime_now(format: str) -> str:
+    from datetime import datetime  # here: most templates never call it
+
     return datetime.now().strftime(format)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +82,8 @@ def builtin_template(name: str) -> str:
     Raises:
         ChatTemplateError: no such built-in template.
     """
+    from importlib.resources import files  # here: a package with a template of its own never needs it
+
     resource = files("ryzenai_core").joinpath("templates", name)
     if "/" in name or "\\" in name or not resource.is_file():
         known = ", ".join(sorted(FALLBACK_TEMPLATES.values()))

@@ -228,10 +228,12 @@ def test_importing_the_core_loads_its_names_on_first_use():
              "ryzenai_core.embeddings", "ryzenai_core.rerank", "onnxruntime"),
         ),
         # The worker's module (what `python -m ryzenai_core.engine.worker` imports before its model):
-        # none of the caller's side (the engine, asyncio) nor the encoders.
+        # none of the caller's side (the engine, asyncio) nor the encoders, nor what only some calls
+        # use (constrained output, an EP library probe, strftime_now, a built-in template).
         (
             "import ryzenai_core.engine.worker",
-            ("ryzenai_core.engine.engine", "ryzenai_core.embeddings", "ryzenai_core.rerank", "asyncio"),
+            ("ryzenai_core.engine.engine", "ryzenai_core.embeddings", "ryzenai_core.rerank", "asyncio",
+             "ryzenai_core.prompt.completion", "subprocess", "datetime", "importlib.resources"),
         ),
     ],
     ids=["langchain", "llamaindex", "worker"],

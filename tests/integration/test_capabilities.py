@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.language_models.model_profile import ModelProfile
+from langchain_core.load import dumpd
 from typing_extensions import get_type_hints
 
 from conftest import MODELS, REPLICAS, TINY_GEMMA3, TINY_LLAMA, TINY_QWEN3
@@ -168,7 +169,17 @@ def test_the_profile_is_read_when_first_used_and_copies_keep_it():
     unread = copy.deepcopy(llm)
     assert llm.profile["max_input_tokens"] == 4095 and llm.profile.filled
     assert not unread.profile.filled and unread.profile == llm.profile
+    assert ChatRyzenAI(model=str(TINY_LLAMA)) == ChatRyzenAI(model=str(TINY_LLAMA))  # two profiles not read yet
     assert pickle.loads(pickle.dumps(llm.profile)) == dict(llm.profile)
+
+
+def test_serializing_a_model_leaves_its_profile_unread():
+    """LangChain serializes the model at every call's start (its run's record): the profile is no part of it."""
+    llm = ChatRyzenAI(model=str(TINY_LLAMA), temperature=0.5)
+    first = dumpd(llm)
+    assert not llm.profile.filled and "profile" not in first["kwargs"] and first["kwargs"]["temperature"] == 0.5
+    assert llm.profile["max_input_tokens"] == 4095
+    assert dumpd(llm) == first  # the same once it is read
 
 
 def test_building_a_model_reads_its_package_once(monkeypatch):

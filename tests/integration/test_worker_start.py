@@ -3,6 +3,7 @@ frozen app, Windows without a console; and a replaced worker has exited before t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,8 +17,10 @@ import pytest
 from conftest import FIXTURES, TINY_LLAMA
 from ryzenai_core import spawn as _spawn
 from ryzenai_core.engine.engine import Engine
+from ryzenai_core.generation.loader import SessionKey
 from ryzenai_core.messages import ChatMessage
 from ryzenai_core.options import GenerationOptions
+from ryzenai_core.package.folder import ModelPackage
 
 TINY_ST = FIXTURES / "embeddings" / "tiny-bert-st"
 
@@ -197,5 +200,22 @@ def test_a_closed_engine_s_worker_has_exited_before_a_call_starts_the_next(monke
         closer.join(5)
         assert started_after == [True]
         assert engine.worker_pid() not in (None, old)
+    finally:
+        engine.close()
+
+
+def test_a_worker_serves_the_package_its_caller_read_unless_the_folder_changed_since(copy_package):
+    """The caller's reading crosses to the worker in its first frame; a folder changed since is read again there."""
+    folder = copy_package(TINY_LLAMA)
+    os.utime(folder, ns=(0, 0))  # an old folder: the change below shows in its time
+    read = ModelPackage.open(folder)
+    told = dataclasses.replace(read, chat_template_source="told {{ messages[0]['content'] }}")
+    hi = [ChatMessage("user", "hi")]
+    engine = Engine(SessionKey(str(read.path), num_threads=1), "process", told)
+    try:
+        assert engine.render(hi) == "told hi"  # the worker did not read the folder: it has the caller's reading
+        engine.close()
+        (folder / "extra.txt").write_text("a file added since the caller read the folder")
+        assert engine.render(hi).startswith("<|begin_of_text|>")  # the next worker read the folder again
     finally:
         engine.close()

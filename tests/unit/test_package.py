@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -456,3 +457,37 @@ def test_windows_settings_soften_the_path_warnings():
     assert len(soft) == 1 and "LongPathsEnabled is on, so Windows takes it from this process" in soft[0]
     assert "If the load fails" in soft[0]
     assert path_hazards(folder, longest, windows=False) == []
+
+
+# ---------------------------------------------------------------------- a package read before (a worker's)
+def test_a_package_read_before_is_reused_while_its_folder_is_unchanged(copy_package):
+    folder = copy_package(TINY_LLAMA)
+    read = ModelPackage.open(folder)
+    assert read.stamp and ModelPackage.reuse(read, str(read.path)) is read
+    assert ModelPackage.reuse(None, str(read.path)) == read  # none given: the folder is read
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda f: (f / "chat_template.jinja").write_text("{{ messages[0]['content'] }}"),  # a fact file rewritten
+        lambda f: (f / "extra.onnx.data").write_bytes(b"0"),  # a file added to the folder
+        lambda f: (f / "special_tokens_map.json").unlink(),  # a file removed
+        lambda f: (f / "cache").mkdir(),  # a folder added (an NPU package's cache/)
+    ],
+    ids=["template", "file added", "file removed", "folder added"],
+)
+def test_a_package_read_before_is_read_again_once_its_folder_changed(copy_package, change):
+    folder = copy_package(TINY_LLAMA)
+    os.utime(folder, ns=(0, 0))  # an old folder: a change shows in its time however coarse the file system's clock
+    read = ModelPackage.open(folder)
+    change(folder)
+    again = ModelPackage.reuse(read, str(read.path))
+    assert again is not read and again.stamp != read.stamp
+
+
+def test_a_package_of_another_folder_is_not_reused(copy_package):
+    read = ModelPackage.open(copy_package(TINY_LLAMA))
+    other = copy_package(TINY_LLAMA, "other")
+    again = ModelPackage.reuse(read, str(other.resolve()))
+    assert again.path == other.resolve() and again is not read
