@@ -46,8 +46,8 @@ if str(ROOT) not in sys.path:  # run from a source checkout without installing
 import numpy as np  # noqa: E402
 
 from ryzenai_cli.demo import DEMO_DOCS  # noqa: E402
+from ryzenai_core.embeddings.cache import file_digest  # noqa: E402
 from ryzenai_core.embeddings.embedding import EmbeddingEngine  # noqa: E402
-from ryzenai_core.embeddings.engine import file_digest  # noqa: E402
 
 TINY = ROOT / "tests" / "fixtures" / "embeddings" / "tiny-bert-st"
 PARAGRAPHS = ROOT / "benchmarks" / "data" / "packing_docs.json"

@@ -183,7 +183,7 @@ def worker_memory(model: Path, work: list[tuple[str, list[str]]], cache: Path) -
         try:
             for query, docs in work:
                 engine.rerank(query, docs)
-            out[label] = {str(shape): _memory(b.pid) for shape, b in engine._backends.items() if b.pid}
+            out[label] = {str(shape): _memory(b.pid) for shape, b in engine.sessions.backends().items() if b.pid}
         finally:
             engine.close()
     return out

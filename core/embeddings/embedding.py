@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..errors import InvalidRequestError
 from ..messages import check_prompt_text
@@ -83,6 +83,11 @@ class EmbeddingResult:
         truncated: indices of texts cut to ``max_length``.
         padding: pad tokens added over all runs (filler rows included).
         shapes: the (rows, sequence) shape of each run, in order.
+        where: where each session shape of the call ran (``"1x128"``, ``"dynamic"``): its
+            provider, ``ran_on`` (``npu``, ``partial``, ``cpu``, ``gpu``, ``unknown``), the share
+            of operators on the NPU and a one-line detail (on VitisAI, from the compiler's pass
+            summary).
+        input_shapes: the session shape label that embedded each text.
     """
 
     vectors: list[list[float]]
@@ -90,6 +95,8 @@ class EmbeddingResult:
     truncated: list[int]
     padding: int
     shapes: list[tuple[int, int]]
+    where: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_shapes: list[str] = field(default_factory=list)
 
     @property
     def padded_tokens(self) -> int:
@@ -193,12 +200,15 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         if normalize if normalize is not None else self.package.normalize:
             vectors = l2_normalize(vectors)
         as_lists: list[list[float]] = vectors.astype(np.float32).tolist()
+        where, input_shapes = self.where(run)
         return EmbeddingResult(
             vectors=as_lists,
             tokens=run.lengths,
             truncated=over,
             padding=run.padding,
             shapes=run.shapes,
+            where=where,
+            input_shapes=input_shapes,
         )
 
     @staticmethod
