@@ -192,18 +192,23 @@ def _embedding_info(path: Path, as_json: bool) -> int:
     from ryzenai_core.embeddings.embedding import EmbeddingEngine
 
     facts = EmbeddingEngine(path).describe()
-    instruction = facts["query_instruction"]
+    query, document = facts["query_instruction"], facts["document_instruction"]
+    prompts = f" ({facts['prompts_source']})" if facts["prompts_source"] else ""
+    sizes = facts["matryoshka_dims"]
+    dims = str(facts["dims"]) + (f"; Matryoshka {sizes} ({facts['matryoshka_source']})" if sizes else "")
     return _encoder_info(
         facts,
         as_json,
         "embedding model",
         [
             ("onnx file", f"{facts['onnx_file']} ({facts['model_type'] or 'unknown type'}), output {facts['output']}"),
-            ("dims", str(facts["dims"])),
+            ("dims", dims),
             ("pooling", f"{facts['pooling']} ({facts['pooling_source']})"),
+            ("pipeline", facts["pipeline"]),
             ("normalise", "yes (L2)" if facts["normalize"] else "no"),
             ("max length", f"{facts['max_length']} tokens ({facts['max_length_source']}); longer texts are truncated"),
-            ("query instruction", repr(instruction) if instruction else "none"),
+            ("query instruction", (repr(query) + prompts) if query else "none"),
+            ("document prompt", (repr(document) + prompts) if document else "none"),
         ],
     )
 

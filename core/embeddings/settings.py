@@ -104,6 +104,9 @@ class EmbeddingSettings(EncoderSettings):
     """Prefix for queries (default: the model's: BGE's for BGE English models, else none)."""
     on_overflow: Literal["truncate", "error"] = "truncate"
     """A text over the maximum length: ``truncate`` (logged, listed in the result) or ``error``."""
+    dimensions: int | None = Field(default=None, ge=1)
+    """Cut vectors to this many dimensions, then normalise them again (Matryoshka truncation): only for a
+    model trained for it at that size (EmbeddingGemma: 768, 512, 256, 128); None keeps the full vector."""
 
     @property
     def engine(self) -> EmbeddingEngine:
@@ -131,6 +134,7 @@ class EmbeddingSettings(EncoderSettings):
             batch_size=batch_size,
             on_overflow=self.on_overflow,
             progress=progress,
+            dimensions=self.dimensions,
         )
 
     def engine_settings(self) -> dict[str, Any]:
