@@ -7,7 +7,9 @@ and measurements on the loaded model (:mod:`.doctor_run`, :mod:`.doctor_measure`
 second load. A package the runtime here cannot run on the NPU is checked on the CPU (its
 plain ONNX weights), and says so. For an embedding folder: the first vector of each run
 shape, timed; for a reranker (a cross-encoder): how it pairs texts, its score activation and
-a first score, timed.
+a first score, timed. For both, on the NPU: where the compile cache is, which shapes are
+compiled, and where each shape's session ran (the VitisAI pass summary: "VitisAI requested,
+ran on the CPU" fails). A folder of no layout the plugin runs: what it looks like and lacks.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from ryzenai_core.errors import RyzenAIError
 
 from . import doctor_measure, doctor_run
-from .doctor_report import Report, attempt, ms
+from .doctor_report import Report, Status, attempt, ms
 
 __all__ = ["check_model"]
 
@@ -39,10 +41,16 @@ def check_model(
     except RyzenAIError as exc:
         report.add("package", "fail", str(exc))
         return
+    from ryzenai_core.embeddings.layout import describe_layout, is_encoder_in_genai_layout
+
     if is_rerank_folder(path):
         _check_reranker(report, path)
     elif is_embedding_folder(path):
         _check_embedding(report, path)
+    elif not (path / "genai_config.json").is_file() or is_encoder_in_genai_layout(path):
+        layout = describe_layout(path)
+        missing = "; ".join(layout.missing) or "nothing the closest layout needs"
+        report.add("package", "fail", f"{path} is {layout.looks_like}; missing: {missing}. {layout.hint}")
     else:
         _check_llm(report, path, provider=provider, kv_reuse=kv_reuse, new_tokens=new_tokens, quick=quick)
 
@@ -201,6 +209,9 @@ def _check_embedding(report: Report, path: Path) -> None:
         f"{facts['name']} ({facts['path']}): {facts['dims']} dims, {facts['pooling']} pooling, max length "
         f"{facts['max_length']}, runs on {facts['provider']} with {facts['run_shapes']} shapes",
     )
+    _check_compile_cache(report, facts)
+    where: dict[str, Any] = {}
+
     def first_vectors() -> dict[str, float]:
         times = {}
         shapes: list[int | None] = [*engine.buckets] or [None]
@@ -209,6 +220,7 @@ def _check_embedding(report: Report, path: Path) -> None:
             start = time.perf_counter()
             result = engine.embed([text])
             times[str(result.shapes[0][1]) if bucket else "dynamic"] = time.perf_counter() - start
+            where.update(result.where)
         return times
 
     times = attempt(report, "first vector", first_vectors, engine.close)
@@ -224,6 +236,7 @@ def _check_embedding(report: Report, path: Path) -> None:
         + ("" if on_npu else " (not the NPU: onnxruntime has no VitisAIExecutionProvider)")
         + (" (the first run of each shape compiles it on the NPU)" if on_npu else ""),
     )
+    _check_where(report, where)
 
 
 def _check_reranker(report: Report, path: Path) -> None:
@@ -236,6 +249,7 @@ def _check_reranker(report: Report, path: Path) -> None:
     except RyzenAIError as exc:
         report.add("reranker", "fail", str(exc))
         return
+    _check_compile_cache(report, facts)
     report.add(
         "reranker",
         "ok",
@@ -264,6 +278,33 @@ def _check_reranker(report: Report, path: Path) -> None:
         f"2 passages scored in {ms(seconds)} ({scores}) on {facts['provider']}, shapes {result.shapes}"
         + ("" if on_npu else " (not the NPU: onnxruntime has no VitisAIExecutionProvider)"),
     )
+    _check_where(report, result.where)
+
+
+def _check_compile_cache(report: Report, facts: dict[str, Any]) -> None:
+    """Where an NPU encoder's compiles go and which of its shapes are compiled (nothing on another provider)."""
+    cache = facts.get("compile_cache")
+    if not cache:
+        return
+    shapes = cache["shapes"]
+    done = [s["shape"] for s in shapes if s["state"] in ("compiled", "opened")]
+    todo = [s["shape"] for s in shapes if s["state"] not in ("compiled", "opened")]
+    detail = f"{cache['dir']} (configuration {cache['config_file']}): compiled {', '.join(done) or 'none'}"
+    if todo:
+        detail += f"; not yet {', '.join(todo)} (the first call compiles each, minutes; or `ryzenai-llm warmup`)"
+    report.add("compile cache", "ok", detail)
+    report.measurements["compile_cache"] = cache
+
+
+def _check_where(report: Report, where: dict[str, Any]) -> None:
+    """Where each shape the check ran on really ran: the VitisAI pass summary's verdict (NPU sessions only)."""
+    report.measurements["where_it_ran"] = where
+    for shape, placed in where.items():
+        if placed["provider"] != "VitisAIExecutionProvider":
+            continue
+        ran_on = placed["ran_on"]
+        status: Status = "fail" if ran_on == "cpu" else "ok" if ran_on in ("npu", "partial") else "warn"
+        report.add(f"where it ran ({shape})", status, placed["detail"])
 
 
 def _text_of(engine: Any, tokens: int) -> str:

@@ -4,6 +4,9 @@
 
 For an LLM package: mode, provider, release, window and prompt limit, buckets, chat format,
 vision, KV reuse and whether it loads here; with ``--prompt-tokens`` the plan of such a prompt.
+For an embedding model or a reranker: its files, how it runs, and on the NPU where the compile
+cache is, which shapes are compiled and where each ran (the VitisAI pass summary). For a folder of
+no layout the plugin runs: what it looks like and what it lacks (exit code 2).
 ``pull`` shows the same for what it downloaded (:func:`show_info`).
 """
 
@@ -15,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ryzenai_core.embeddings.layout import describe_layout, is_encoder_in_genai_layout
 from ryzenai_core.embeddings.package import is_embedding_folder
+from ryzenai_core.errors import ModelPackageError
 from ryzenai_core.models import DEFAULT_MODEL, default_model_path
 from ryzenai_core.package.budget import BudgetPlan
 from ryzenai_core.package.capabilities import load_problem
@@ -131,6 +136,27 @@ def _print_table(rows: list[tuple[str, str]]) -> None:
         print(f"{k:<{width}}  {v}")
 
 
+#: What a shape's state in the compile cache means for the user.
+_STATES = {
+    "compiled": "compiled",
+    "opened": "opened by warmup (no pass summary written)",
+    "partial": "not finished (an interrupted compile?): the next session compiles it again",
+    "absent": "not compiled: the first call that needs it compiles it (minutes), or run `ryzenai-llm warmup`",
+}
+
+
+def compile_rows(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    """An encoder's compile cache and its shapes, as rows (``info``; ``doctor`` says the same)."""
+    cache = facts.get("compile_cache")
+    if not cache:
+        return [("compile cache", f"none: nothing is compiled on {facts['provider']}")]
+    rows = [("compile cache", f"{cache['dir']} (configuration {cache['config_file']})")]
+    for shape in cache["shapes"]:
+        where = f"; {shape['detail']}" if shape["detail"] else ""
+        rows.append((f"  shape {shape['shape']}", f"{_STATES[shape['state']]}{where}"))
+    return rows
+
+
 def _encoder_info(facts: dict[str, Any], as_json: bool, title: str, rows: list[tuple[str, str]]) -> int:
     """Print an encoder engine's facts: as JSON, or as a table (its name, ``rows``, its shapes and provider)."""
     if as_json:
@@ -138,33 +164,51 @@ def _encoder_info(facts: dict[str, Any], as_json: bool, title: str, rows: list[t
         return 0
     shape = f"static {facts['static_shape']}" if facts["static_shape"] else "dynamic (batch, sequence)"
     run = f"{facts['run_shapes']}" + (f", buckets {_fmt_buckets(facts['buckets'])}" if facts["buckets"] else "")
+    small = facts.get("cpu_max_tokens")
     _print_table(
         [
             (title, f"{facts['name']}  ({facts['path']})"),
             *rows,
             ("graph shapes", shape),
             ("provider", f"{facts['provider']}; runs {run}; {_fmt_execution(facts['execution'])}"),
+            *([("small inputs", f"up to {small} tokens on a CPU session (cpu_max_tokens)")] if small else []),
+            *compile_rows(facts),
         ]
     )
     return 0
+
+
+def _layout_info(path: Path, as_json: bool, error: str = "") -> int:
+    """A folder of no layout the plugin runs: what it looks like and what it lacks; exit code 2."""
+    layout = describe_layout(path, error)
+    if as_json:
+        print(json.dumps(layout.describe(), indent=2))
+    else:
+        _print_table(layout.rows())
+    return 2
 
 
 def _embedding_info(path: Path, as_json: bool) -> int:
     from ryzenai_core.embeddings.embedding import EmbeddingEngine
 
     facts = EmbeddingEngine(path).describe()
-    instruction = facts["query_instruction"]
+    query, document = facts["query_instruction"], facts["document_instruction"]
+    prompts = f" ({facts['prompts_source']})" if facts["prompts_source"] else ""
+    sizes = facts["matryoshka_dims"]
+    dims = str(facts["dims"]) + (f"; Matryoshka {sizes} ({facts['matryoshka_source']})" if sizes else "")
     return _encoder_info(
         facts,
         as_json,
         "embedding model",
         [
             ("onnx file", f"{facts['onnx_file']} ({facts['model_type'] or 'unknown type'}), output {facts['output']}"),
-            ("dims", str(facts["dims"])),
+            ("dims", dims),
             ("pooling", f"{facts['pooling']} ({facts['pooling_source']})"),
+            ("pipeline", facts["pipeline"]),
             ("normalise", "yes (L2)" if facts["normalize"] else "no"),
             ("max length", f"{facts['max_length']} tokens ({facts['max_length_source']}); longer texts are truncated"),
-            ("query instruction", repr(instruction) if instruction else "none"),
+            ("query instruction", (repr(query) + prompts) if query else "none"),
+            ("document prompt", (repr(document) + prompts) if document else "none"),
         ],
     )
 
@@ -201,6 +245,13 @@ def show_info(
         return _rerank_info(path, as_json)
     if is_embedding_folder(path):
         return _embedding_info(path, as_json)
+    if is_encoder_in_genai_layout(path):  # read as an embedding folder if it can be
+        try:
+            return _embedding_info(path, as_json)
+        except ModelPackageError as exc:
+            return _layout_info(path, as_json, str(exc))
+    if not (path / "genai_config.json").is_file():
+        return _layout_info(path, as_json)
     pkg = ModelPackage.open(path)
     plan = pkg.budget.plan(prompt_tokens, max_new_tokens) if prompt_tokens is not None else None
     if as_json:

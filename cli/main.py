@@ -8,6 +8,7 @@
     ryzenai-llm list  [FOLDER ...]
     ryzenai-llm --version
     ryzenai-llm doctor [PATH] [--json]
+    ryzenai-llm warmup MODEL [MODEL ...] [--buckets N,N] [--config-file PATH] [--json]
 
 PATH is a model folder, an embedded model's name or a Hugging Face repository id; without
 it, the embedded default model is used.
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from ryzenai_core import __version__
 from ryzenai_core.errors import RyzenAIError
 
-from . import bench, chat, demo, doctor, info, listing, pull
+from . import bench, chat, demo, doctor, info, listing, pull, warmup
 
 __all__ = ["main"]
 
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     pull.add_parser(sub)
     listing.add_parser(sub)
     doctor.add_parser(sub)
+    warmup.add_parser(sub)
     return parser
 
 

@@ -162,6 +162,16 @@ class WorkerConnection:
     def started(self, proc: subprocess.Popen[bytes], ready: Ready) -> None:
         """A new worker answered :class:`~ryzenai_core.ipc.Ready` (a subclass may say so)."""
 
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        """Start the worker now, as the next request would (it answers Ready first); the running worker.
+
+        Raises:
+            GenerationError: it did not start within :meth:`first_frame_deadline`, or failed to.
+            WorkerDiedError: the connection was closed.
+            what the worker's start raised (a package that cannot open: its own error).
+        """
+        return self._ensure()
+
     def _ensure(self) -> subprocess.Popen[bytes]:
         with self._start_lock:
             proc = self._proc

@@ -50,8 +50,13 @@ class RyzenAIEmbeddings(CheckedEncoder, EmbeddingSettings, Embeddings, Serializa
     """Show a progress bar over the texts of embed_documents."""
 
     def __init__(self, **data: Any) -> None:  # declared here, so that type checkers read the settings as its own
-        """Build from the fields above and the encoder settings'; an unknown one is refused (InvalidRequestError)."""
+        """Build from the fields above and the encoder settings'.
+
+        Raises:
+            InvalidRequestError: an unknown field, or ``dimensions`` the model was not trained for.
+        """
         super().__init__(**data)
+        self.engine.check_dimensions(self.dimensions)
 
     def embed(self, texts: list[str], *, kind: Literal["query", "document"] = "document") -> EmbeddingResult:
         """Embed with the full result: vectors, token counts, truncated texts, padding."""

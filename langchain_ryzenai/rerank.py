@@ -5,8 +5,8 @@ Data flow::
     retrieved documents + query
       -> ryzenai_core.rerank.engine.RerankEngine.rerank: (query, page_content) pairs, sorted by length,
          padded to pair-length buckets on the NPU, one relevance score each
-      -> the best ``top_n`` documents, best first: copies with metadata["relevance_score"]
-         (the rest of their metadata kept)
+      -> the best ``top_n`` documents, best first: copies with metadata["relevance_score"] and
+         metadata["ryzenai_rerank"] (where the score was computed), the rest of their metadata kept
 
 Use it behind a retriever that fetches wide: ``ContextualCompressionRetriever(
 base_compressor=RyzenAIRerank(model=...), base_retriever=store.as_retriever(search_kwargs={"k": 20}))``.
@@ -84,11 +84,18 @@ class RyzenAIRerank(CheckedEncoder, RerankSettings, BaseDocumentCompressor, Seri
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
-        """The ``top_n`` most relevant documents, best first, with ``metadata["relevance_score"]``."""
+        """The ``top_n`` most relevant documents, best first, with ``metadata["relevance_score"]``.
+
+        Each also gets ``metadata["ryzenai_rerank"]``: where its score was computed (``shape``,
+        ``ran_on``: ``npu``, ``partial``, ``cpu`` or ``unknown``, and ``npu_share``, the share of
+        the model's operators the NPU ran, from the VitisAI pass summary).
+        """
+        result = self.score(documents, query)
         out = []
-        for hit in self.rerank(documents, query):
-            doc = documents[hit["index"]]
-            out.append(doc.model_copy(update={"metadata": {**doc.metadata, "relevance_score": hit["relevance_score"]}}))
+        for i in result.top(self.top_n):
+            doc = documents[i]
+            metadata = {**doc.metadata, "relevance_score": result.scores[i], "ryzenai_rerank": result.placement_of(i)}
+            out.append(doc.model_copy(update={"metadata": metadata}))
         return out
 
     async def acompress_documents(

@@ -44,11 +44,13 @@ class RyzenAIEmbedding(BaseEmbedding, EmbeddingSettings):
         """Build the embedding model; unknown fields are refused with the closest known names.
 
         Raises:
-            InvalidRequestError: an unknown field (``batchsize``: did you mean ``embed_batch_size``?).
+            InvalidRequestError: an unknown field (``batchsize``: did you mean ``embed_batch_size``?), or
+                ``dimensions`` the model was not trained for.
         """
         data = checked_fields(type(self), data, aliases={})
         data.setdefault("model_name", str(data.get("model", "")))
         super().__init__(**data)
+        self.engine.check_dimensions(self.dimensions)
 
     @classmethod
     def class_name(cls) -> str:

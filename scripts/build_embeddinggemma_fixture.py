@@ -108,6 +108,25 @@ engine. Its vectors mean nothing; its structure is EmbeddingGemma's at 1/16 of t
   normalised: the whole pipeline in the graph, as onnx-community's export has it).
 
 `../embeddinggemma-reference.json` holds sentence-transformers' vectors for the reference texts.
+
+## Matryoshka dimensions
+
+Random weights are trained for nothing; the fixture declares EmbeddingGemma's sizes (scaled) the
+way sentence-transformers' model card declares those of a model trained with `MatryoshkaLoss`,
+which ryzenai-llm reads (`matryoshka_dims`):
+
+```json
+{{
+    "loss": "MultipleNegativesRankingLoss",
+    "matryoshka_dims": [
+{dims_json}
+    ],
+    "matryoshka_weights": [
+{weights_json}
+    ],
+    "n_dims_per_step": -1
+}}
+```
 """
 
 
@@ -366,6 +385,27 @@ def write_layout(folder: Path, saved: Path) -> None:
     )
 
 
+def write_card(folder: Path) -> None:
+    """The fixture's README.md: what it is, and its Matryoshka dimensions as sentence-transformers' card names them."""
+    indent = " " * 8
+    (folder / "README.md").write_text(
+        CARD.format(
+            name=NAME,
+            seed=SEED,
+            layers=SIZE["num_hidden_layers"],
+            window=SIZE["sliding_window"],
+            hidden=SIZE["hidden_size"],
+            heads=SIZE["num_attention_heads"],
+            vocab=VOCAB,
+            dense=DENSE,
+            dims=", ".join(map(str, MATRYOSHKA)),
+            dims_json=",\n".join(f"{indent}{d}" for d in MATRYOSHKA),
+            weights_json=",\n".join(f"{indent}1" for _ in MATRYOSHKA),
+        ),
+        encoding="utf-8",
+    )
+
+
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -398,20 +438,7 @@ def build(out: Path) -> None:
         print(f"checking {folder} ({len(items)} texts)")
         ids = check(folder, st, items)
         ref = reference(st, items, ids)
-    (folder / "README.md").write_text(
-        CARD.format(
-            name=NAME,
-            seed=SEED,
-            layers=SIZE["num_hidden_layers"],
-            window=SIZE["sliding_window"],
-            hidden=SIZE["hidden_size"],
-            heads=SIZE["num_attention_heads"],
-            vocab=VOCAB,
-            dense=DENSE,
-            dims=", ".join(map(str, MATRYOSHKA)),
-        ),
-        encoding="utf-8",
-    )
+    write_card(folder)
     ref["built_with"] = {
         "torch": torch.__version__.split("+")[0],
         "transformers": transformers.__version__,

@@ -10,6 +10,7 @@ vectors to unit length. numpy is imported only when a function runs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,11 +39,21 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Batch:
-    """One run of the model: which texts, padded to which shape."""
+    """One run of the model: which texts, padded to which shape.
+
+    ``dynamic`` runs have the shape of their texts (the session takes any shape); the others
+    have a static shape, a session of their own each.
+    """
 
     indices: tuple[int, ...]
     rows: int
     length: int
+    dynamic: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        """The static ``(rows, length)`` whose session runs it; None for a dynamic run."""
+        return None if self.dynamic else (self.rows, self.length)
 
     @property
     def filler_rows(self) -> int:
@@ -57,6 +68,7 @@ def plan_batches(
     buckets: Sequence[int] | None = None,
     static_rows: int | None = None,
     max_padding: float | None = MAX_PADDING,
+    dynamic_up_to: int | None = None,
 ) -> list[Batch]:
     """Sort texts by length and group them into runs.
 
@@ -67,12 +79,27 @@ def plan_batches(
     runs on its own, at its own cost, instead of padding every short one to its length;
     ``max_padding=None`` groups by ``batch_size`` alone. With buckets (static shapes), each text
     goes to the smallest bucket that holds it (LLM prefill's accounting) and each run holds
-    exactly ``static_rows`` rows of one bucket, filler rows included.
+    exactly ``static_rows`` rows of one bucket, filler rows included. With buckets and
+    ``dynamic_up_to``, texts of at most that many tokens run in dynamic runs instead (an NPU
+    engine's CPU session for inputs too small to be worth the NPU), before the static ones.
 
     The runs hold every text once; callers put each output back at its text's index.
     """
     if batch_size < 1:
         raise InvalidRequestError(f"batch_size is {batch_size}; it must be at least 1")
+    if buckets and dynamic_up_to:
+        small = [i for i, n in enumerate(lengths) if n <= dynamic_up_to]
+        if small:
+            rest = [i for i, n in enumerate(lengths) if n > dynamic_up_to]
+            runs = plan_batches([lengths[i] for i in small], batch_size=batch_size, max_padding=max_padding)
+            fixed = plan_batches(
+                [lengths[i] for i in rest], batch_size=batch_size, buckets=buckets, static_rows=static_rows
+            )
+            return [
+                dataclasses.replace(b, indices=tuple(among[i] for i in b.indices))
+                for among, planned in ((small, runs), (rest, fixed))
+                for b in planned
+            ]
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     batches: list[Batch] = []
     if not buckets:
@@ -84,12 +111,12 @@ def plan_batches(
             padding = rows * n - real - n
             jump = max_padding is not None and padding > max(max_padding * (real + n), PADDING_SLACK * rows)
             if group and (len(group) == batch_size or jump):
-                batches.append(Batch(tuple(group), len(group), lengths[group[-1]]))
+                batches.append(Batch(tuple(group), len(group), lengths[group[-1]], dynamic=True))
                 group, real = [], 0
             group.append(i)
             real += n
         if group:
-            batches.append(Batch(tuple(group), len(group), lengths[group[-1]]))
+            batches.append(Batch(tuple(group), len(group), lengths[group[-1]], dynamic=True))
         return batches
     longest = max(buckets)
     budget = ContextBudget(window=longest + 1, prompt_limit=longest, prefill_buckets=tuple(sorted(buckets)))
@@ -131,6 +158,14 @@ class BatchRun:
     def shapes(self) -> list[tuple[int, int]]:
         """``(rows, sequence)`` of each run, in order."""
         return [(b.rows, b.length) for b in self.batches]
+
+    def input_shapes(self) -> list[tuple[int, int] | None]:
+        """The session shape that ran each input, in input order (None: a dynamic session)."""
+        out: list[tuple[int, int] | None] = [None] * len(self.lengths)
+        for b in self.batches:
+            for i in b.indices:
+                out[i] = b.shape
+        return out
 
     @property
     def padding(self) -> int:

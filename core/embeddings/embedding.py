@@ -4,8 +4,10 @@ Texts are checked (strings, no lone surrogates; a blank one is embedded as the e
 a warning: see :func:`is_blank`), prefixed with the query or document instruction, tokenized,
 truncated to the model's maximum length (or, with ``on_overflow="error"``, rejected), batched
 (:mod:`.batches`) and run on :class:`~ryzenai_core.embeddings.engine.EncoderEngine`'s sessions,
-which pool on the host (CLS or mean); vectors are L2-normalised as the folder says. Padding never
-changes a vector: padded positions are masked in attention and left out of the pooling.
+which pool on the host (CLS or mean) unless the graph does; the folder's Dense layers follow
+(:mod:`.modules`), then a Matryoshka cut to ``dimensions`` where the model was trained for it, and
+L2 normalisation as the folder says. Padding never changes a vector: padded positions are masked
+in attention and left out of the pooling.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from ..errors import InvalidRequestError
 from ..messages import check_prompt_text
@@ -83,6 +85,11 @@ class EmbeddingResult:
         truncated: indices of texts cut to ``max_length``.
         padding: pad tokens added over all runs (filler rows included).
         shapes: the (rows, sequence) shape of each run, in order.
+        where: where each session shape of the call ran (``"1x128"``, ``"dynamic"``): its
+            provider, ``ran_on`` (``npu``, ``partial``, ``cpu``, ``gpu``, ``unknown``), the share
+            of operators on the NPU and a one-line detail (on VitisAI, from the compiler's pass
+            summary).
+        input_shapes: the session shape label that embedded each text.
     """
 
     vectors: list[list[float]]
@@ -90,6 +97,8 @@ class EmbeddingResult:
     truncated: list[int]
     padding: int
     shapes: list[tuple[int, int]]
+    where: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_shapes: list[str] = field(default_factory=list)
 
     @property
     def padded_tokens(self) -> int:
@@ -128,6 +137,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         on_overflow: Literal["truncate", "error"] = "truncate",
         progress: Callable[[int], None] | None = None,
         blank: Literal["embed", "error"] = "embed",
+        dimensions: int | None = None,
     ) -> EmbeddingResult:
         """Embed ``texts``.
 
@@ -148,11 +158,14 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
                 model's special tokens alone (after the instruction, if any), what
                 sentence-transformers gives ``""``, so every blank text gets one vector and a
                 pipeline goes on; ``"error"`` refuses it.
+            dimensions: cut each vector to its first ``dimensions`` values, then normalise it
+                again (when normalising): Matryoshka truncation, for a model trained for it at
+                that size (:meth:`check_dimensions`); None keeps the full vector.
 
         Raises:
             InvalidRequestError: a text that is not a string, holds a lone surrogate or (with
                 ``blank="error"``) is blank, a text over the maximum length with
-                ``on_overflow="error"``, or a bad option.
+                ``on_overflow="error"``, ``dimensions`` the model was not trained for, or a bad option.
             WorkerDiedError: the worker process died during the call; the next call starts a new one.
         """
         import numpy as np
@@ -161,6 +174,7 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             raise InvalidRequestError(f"blank {blank!r} is not one of 'embed', 'error'")
         items = self._check_texts(texts, blank=blank)
         self.check_call(on_overflow, batch_size)
+        self.check_dimensions(dimensions)
         if not items:
             return EmbeddingResult(vectors=[], tokens=[], truncated=[], padding=0, shapes=[])
         prefix = self.instruction(kind) if instruction is None else instruction
@@ -190,16 +204,50 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
             for row, i in enumerate(batch.indices):
                 out[i] = pooled[row]
         vectors = np.stack([v for v in out if v is not None])
+        for layer in self.package.dense:
+            vectors = layer(vectors)
+        if dimensions is not None:
+            vectors = vectors[:, :dimensions]
         if normalize if normalize is not None else self.package.normalize:
             vectors = l2_normalize(vectors)
         as_lists: list[list[float]] = vectors.astype(np.float32).tolist()
+        where, input_shapes = self.where(run)
         return EmbeddingResult(
             vectors=as_lists,
             tokens=run.lengths,
             truncated=over,
             padding=run.padding,
             shapes=run.shapes,
+            where=where,
+            input_shapes=input_shapes,
         )
+
+    def check_dimensions(self, dimensions: int | None) -> None:
+        """Refuse a ``dimensions`` the model was not trained to be cut to (None, or its full size, always pass).
+
+        Raises:
+            InvalidRequestError: the model was not trained for Matryoshka truncation, or not at
+                that size; the message names the sizes it was trained for.
+        """
+        pkg = self.package
+        if dimensions is None:
+            return
+        if not isinstance(dimensions, int) or isinstance(dimensions, bool) or dimensions < 1:
+            raise InvalidRequestError(f"dimensions is {dimensions!r}; pass a positive number of dimensions, or None")
+        if dimensions == pkg.dims:
+            return
+        if not pkg.matryoshka_dims:
+            raise InvalidRequestError(
+                f"dimensions={dimensions}, but {pkg.name} was not trained for Matryoshka truncation (its model card "
+                f"names no matryoshka_dims, and it is not a known Matryoshka model): its first {dimensions} values "
+                f"are not an embedding of their own. Leave dimensions out for its {pkg.dims}-dimension vectors, or use "
+                "a model trained for it (EmbeddingGemma: 768, 512, 256, 128)"
+            )
+        if dimensions not in pkg.matryoshka_dims:
+            raise InvalidRequestError(
+                f"dimensions={dimensions} is not a size {pkg.name} was trained for: {list(pkg.matryoshka_dims)} "
+                f"({pkg.matryoshka_source}); pass one of them"
+            )
 
     @staticmethod
     def _check_texts(texts: Sequence[str], *, blank: Literal["embed", "error"] = "embed") -> list[str]:
@@ -223,5 +271,5 @@ class EmbeddingEngine(EncoderEngine[EmbeddingPackage]):
         return items
 
     def session_pooling(self) -> Pooling | None:
-        """The package's pooling: sessions return pooled vectors."""
-        return self.package.pooling
+        """The package's pooling (sessions return pooled vectors), or None when the graph pools."""
+        return None if self.package.pooled_in_graph else self.package.pooling

@@ -21,13 +21,10 @@ are imported only when a model is loaded.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import logging
 import os
-import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, Protocol, TypeVar
@@ -36,8 +33,12 @@ from ..errors import InvalidRequestError, RuntimeNotAvailableError
 from ..lifecycle import REGISTRY, Registry
 from ..options import check_runtime_settings, execution_setting
 from .batches import MAX_PADDING, Batch, BatchRun, plan_batches
-from .folder import import_onnx, import_tokenizers
-from .runner import LocalBackend, Pooling, SessionSpec, WorkerBackend, import_onnxruntime
+from .cache import NPU_PROVIDER, EncoderCache, Placement, ShapeState, cache_root, shape_label
+from .compile_progress import with_compile_progress
+from .folder import import_tokenizers
+from .pool import Backend, SessionPool, Shape
+from .runner import LocalBackend, Opener, Pooling, SessionSpec, WorkerBackend, compile_deadline, import_onnxruntime
+from .vitisai import compile_config
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,19 +46,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_PROVIDER",
+    "DEFAULT_CPU_MAX_TOKENS",
     "DEFAULT_EMBEDDING_BUCKETS",
     "DEFAULT_IDLE_TIMEOUT",
-    "NPU_PROVIDER",
     "EncoderEngine",
     "EncoderSlot",
-    "file_digest",
 ]
 
 log = logging.getLogger("ryzenai_core")
 
-#: Sequence-length buckets for static shapes when the folder has a dynamic model.
-DEFAULT_EMBEDDING_BUCKETS: tuple[int, ...] = (32, 64, 128, 256, 512)
-NPU_PROVIDER = "VitisAIExecutionProvider"
+#: Sequence-length buckets for static shapes when the folder has a dynamic model: three NPU
+#: compiles (minutes each, once); shorter inputs go to the CPU (:data:`DEFAULT_CPU_MAX_TOKENS`).
+DEFAULT_EMBEDDING_BUCKETS: tuple[int, ...] = (128, 256, 512)
+#: On the NPU, inputs of at most this many tokens run on a CPU session: faster there (a published
+#: Ryzen AI 1.8 study: the CPU wins at 1 x 32 tokens, the NPU from 1 x 128), and no shape to compile.
+DEFAULT_CPU_MAX_TOKENS = 32
 CPU_PROVIDER = "CPUExecutionProvider"
 #: onnxruntime's execution provider for each device name of :data:`~ryzenai_core.options.PROVIDERS`,
 #: and what to install where onnxruntime lacks it.
@@ -67,22 +70,6 @@ _ONNXRUNTIME_PROVIDERS: dict[str, tuple[str, str]] = {
     "dml": ("DmlExecutionProvider", "install onnxruntime-directml in place of onnxruntime (Windows)"),
     "cpu": (CPU_PROVIDER, ""),
 }
-
-
-def file_digest(path: Path) -> str:
-    """The SHA-256 of a file, read in blocks (it keys static variants and the VitisAI cache)."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _cache_root(cache_dir: str | os.PathLike[str] | None, name: str) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "ryzenai-llm" / name
 
 
 _SAID_CPU: set[str] = set()
@@ -124,7 +111,6 @@ class _Package(Protocol):
 
 
 P = TypeVar("P", bound=_Package)
-Shape = tuple[int, int] | None
 
 
 class EncoderEngine(Generic[P]):
@@ -138,6 +124,11 @@ class EncoderEngine(Generic[P]):
     recently used idle session closes when another shape is needed), and a session unused for
     ``idle_timeout`` seconds is closed; the next call that needs it opens it again (on the NPU
     from the compile cache, without compiling again).
+
+    On the NPU a shape's first session compiles it (minutes, once: the VitisAI compile cache
+    keeps it); the opening is shown while it runs (:func:`~.compile_progress.with_compile_progress`),
+    :meth:`open_shape` opens one ahead (``ryzenai-llm warmup``), :meth:`shape_state` says what is
+    compiled and :meth:`placement` where a shape's session really runs (the VitisAI pass summary).
 
     Subclasses name their package class (:attr:`package_type`), the options :meth:`get` passes
     to it, their default buckets and cache folder. Share one engine per folder and settings with
@@ -156,13 +147,20 @@ class EncoderEngine(Generic[P]):
         buckets: sequence lengths for static shapes of a dynamic graph (default
             :attr:`default_buckets`, capped at the model's maximum length). A static graph has
             one shape: its own.
-        provider_options: VitisAI options over the defaults (``cache_dir`` and a ``cache_key``
-            that changes with the model file, the shape and the onnxruntime version).
+        provider_options: VitisAI options over the defaults (:func:`~.vitisai.vitisai_options`:
+            ``config_file``, AMD's compile configuration shipped with the package; ``cache_dir``;
+            a ``cache_key`` that changes with the model file, the shape, the runtime release and
+            the configuration); a user's own ``config_file`` keys the cache by its content.
         execution: ``"process"`` (a worker per session) or ``"inline"`` (this process);
             default: process on the NPU, inline on the CPU.
         isolation: the former name of ``execution`` (``"thread"`` for ``"inline"``), deprecated.
-        cache_dir: where static variants of a dynamic graph and the VitisAI cache go (default
-            ``~/.cache/ryzenai-llm/<cache_name>``).
+        cache_dir: where static variants of a dynamic graph go, and the VitisAI cache under
+            ``vitisai`` (default: ``<cache_name>`` and ``vitisai`` in the per-user cache,
+            ``~/.cache/ryzenai-llm`` on Linux, ``%LOCALAPPDATA%/ryzenai-llm/Cache`` on Windows).
+        cpu_max_tokens: on the NPU, inputs of at most this many tokens run on a CPU session in
+            this process (dynamic shapes) instead of a compiled shape (default
+            :data:`DEFAULT_CPU_MAX_TOKENS`; 0 sends every input to the NPU); a bucket no longer
+            than that is dropped. Only for a graph with dynamic axes: a static export runs its one shape.
         intra_op_threads: onnxruntime's intra-op thread count (default: its own).
         max_shapes: sessions (and workers) kept open at once; default None: one per bucket.
         idle_timeout: seconds after which an unused session is closed (default
@@ -210,6 +208,7 @@ class EncoderEngine(Generic[P]):
         max_shapes: int | None = None,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         isolation: Literal["process", "thread"] | None = None,
+        cpu_max_tokens: int = DEFAULT_CPU_MAX_TOKENS,
     ) -> None:
         execution = execution_setting(execution, isolation, type(self).__name__)
         self.package: P = package if isinstance(package, self.package_type) else self.package_type.open(package)
@@ -223,6 +222,7 @@ class EncoderEngine(Generic[P]):
             "intra_op_threads": intra_op_threads,
             "max_shapes": max_shapes,
             "idle_timeout": idle_timeout,
+            "cpu_max_tokens": cpu_max_tokens,
         }
         pkg = self.package
         check_runtime_settings(provider)  # the names and the error of every model
@@ -239,6 +239,10 @@ class EncoderEngine(Generic[P]):
             raise InvalidRequestError(
                 f"idle_timeout is {idle_timeout}; pass a positive number of seconds, or None to keep sessions open"
             )
+        if not isinstance(cpu_max_tokens, int) or cpu_max_tokens < 0:
+            raise InvalidRequestError(
+                f"cpu_max_tokens is {cpu_max_tokens!r}; pass a number of tokens (0 sends every input to the NPU)"
+            )
         ort = import_onnxruntime()
         import_tokenizers()
         available = list(ort.get_available_providers())
@@ -249,6 +253,15 @@ class EncoderEngine(Generic[P]):
                 f"{ort.__version__} has {available}. To use it, {install}; or pass provider='cpu'"
             )
         on_npu = provider == "npu" or (provider == "auto" and NPU_PROVIDER in available)
+        if on_npu and shapes == "dynamic":
+            if provider == "npu":
+                raise InvalidRequestError(
+                    "shapes='dynamic' with provider='npu': the VitisAI EP compiles static shapes (AMD runs "
+                    "encoders at fixed shapes; a dynamic export hung in compilation, RyzenAI-SW#312). Use "
+                    "shapes='auto' for static length buckets on the NPU, or provider='cpu' for dynamic shapes"
+                )
+            on_npu = False
+            log.warning("shapes='dynamic': %s runs on the CPU (the NPU compiles static shapes only)", pkg.name)
         if provider == "auto" and not on_npu and self.on_cpu not in _SAID_CPU:
             _SAID_CPU.add(self.on_cpu)
             log.warning(
@@ -280,18 +293,26 @@ class EncoderEngine(Generic[P]):
             self.static_rows, self.buckets = 0, ()
         self.execution = execution or ("process" if on_npu else "inline")
         self.provider_options = dict(provider_options or {})
-        self.cache_dir = _cache_root(cache_dir, self.cache_name)
+        self.cache_dir = cache_root(cache_dir, self.cache_name)
+        dynamic_graph = pkg.static_shape is None and pkg.fixed_rows is None
+        self.cpu_max_tokens = cpu_max_tokens if on_npu and self.static and dynamic_graph else 0
+        if self.cpu_max_tokens:  # a bucket that short would never run (what fits it goes to the CPU): not compiled
+            self.buckets = tuple(b for b in self.buckets if b > self.cpu_max_tokens) or self.buckets[-1:]
         self.intra_op_threads = intra_op_threads
         self.max_shapes = max_shapes
         self.idle_timeout = idle_timeout
         self.max_padding: float | None = MAX_PADDING
-        self._ort_version = str(ort.__version__)
-        self._backends: dict[Shape, LocalBackend | WorkerBackend] = {}  # least recently used first
-        self._leases: dict[Shape, int] = {}  # calls running on each shape's session now
-        self._used: dict[Shape, float] = {}  # when each shape's session was last released
-        self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
-        self._digest: str | None = None
+        if self.provider == NPU_PROVIDER:
+            compile_config(self.provider_options)  # a bad config_file is an error now, not at the first call
+        self.cache = EncoderCache(
+            root=self.cache_dir,
+            vitisai_dir=self.cache_dir / "vitisai" if cache_dir is not None else None,
+            name=pkg.name,
+            onnx_file=pkg.onnx_file,
+            ort_version=str(ort.__version__),
+            provider_options=self.provider_options,
+        )
+        self.sessions = SessionPool(pkg.name, max_shapes, idle_timeout)
         tokenizers = import_tokenizers()
         self.tokenizer = tokenizers.Tokenizer.from_file(str(pkg.tokenizer_file))
         self.tokenizer.no_padding()
@@ -338,92 +359,111 @@ class EncoderEngine(Generic[P]):
                 "execution": self.execution,
                 "max_shapes": self.max_shapes,
                 "idle_timeout": self.idle_timeout,
+                "cpu_max_tokens": self.cpu_max_tokens or None,
+                "compile_cache": self.compile_report() if self.provider == NPU_PROVIDER else None,
             }
         )
         return out
 
+    def compile_report(self) -> dict[str, Any]:
+        """Where the NPU's compiles go and what is there for each static shape (``info``, ``doctor``).
+
+        See :meth:`~.cache.EncoderCache.report`.
+
+        Raises:
+            ConfigError: the compile configuration cannot be read.
+        """
+        return self.cache.report([s for s in self.session_shapes() if s is not None])
+
     def worker_pids(self) -> list[int]:
         """Process ids of the live workers (empty with ``execution="inline"``)."""
-        return [b.pid for b in self._backends.values() if isinstance(b, WorkerBackend) and b.pid is not None]
+        return [b.pid for b in self.sessions.backends().values() if isinstance(b, WorkerBackend) and b.pid is not None]
 
     def open_shapes(self) -> list[Shape]:
         """The shapes whose sessions are open now, least recently used first (None: dynamic)."""
-        with self._lock:
-            return list(self._backends)
+        return self.sessions.shapes()
+
+    def session_shapes(self) -> list[Shape]:
+        """Every shape this engine may open a session for: its static buckets, and None for a dynamic session.
+
+        On the CPU that is one dynamic session; on the NPU one static shape per bucket, and the
+        CPU's dynamic session when small inputs go there (:attr:`cpu_max_tokens`).
+        """
+        if not self.static:
+            return [None]
+        shapes: list[Shape] = [(self.static_rows, b) for b in self.buckets]
+        return shapes + [None] if self.cpu_max_tokens else shapes
+
+    def session_provider(self, shape: Shape) -> str:
+        """The execution provider a session of ``shape`` asks for first (an NPU engine's dynamic session: the CPU)."""
+        return CPU_PROVIDER if self.provider == NPU_PROVIDER and shape is None else self.provider
+
+    def shape_state(self, shape: Shape) -> ShapeState:
+        """What is on disk for ``shape``: ``compiled`` (NPU), ``opened`` (by a warmup), ``partial`` or ``absent``."""
+        return self.cache.state(shape, self.session_provider(shape))
+
+    def placement(self, shape: Shape) -> Placement:
+        """Where a session of ``shape`` runs (on VitisAI: the pass summary's share of operators on the NPU)."""
+        return self.cache.placement(shape, self.session_provider(shape))
+
+    def open_shape(self, shape: Shape, *, announce: bool = True) -> float:
+        """Open ``shape``'s session now (on the NPU: compile it, or load it from the cache); seconds it took.
+
+        An open session is reused (about 0 seconds). ``announce=False`` leaves the progress to the
+        caller (``ryzenai-llm warmup`` shows its own bar). The session stays open as a call's
+        would (``idle_timeout``, ``max_shapes``).
+
+        Raises:
+            InvalidRequestError: a shape this engine does not run (see :meth:`session_shapes`).
+            GenerationError: the session could not be opened (a worker that did not start in time...).
+        """
+        if shape not in self.session_shapes():
+            shown = [shape_label(s) for s in self.session_shapes()]
+            raise InvalidRequestError(
+                f"{self.package.name} has no session of shape {shape_label(shape)}; its shapes: {shown}"
+            )
+        start = time.monotonic()
+        with self._session(shape, announce=announce):
+            return time.monotonic() - start
 
     # -- sessions ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _session(self, shape: Shape) -> Iterator[LocalBackend | WorkerBackend]:
+    def _session(self, shape: Shape, *, announce: bool = True) -> Iterator[Backend]:
         """The session of ``shape`` for one run (opened if needed; not closed while it runs)."""
-        with self._lock:
-            backend = self._backends.pop(shape, None)
-            if backend is None:
-                spec = self._spec(shape)
-                backend = WorkerBackend(spec) if self.execution == "process" else LocalBackend(spec)
-            self._backends[shape] = backend
-            self._leases[shape] = self._leases.get(shape, 0) + 1
-            closing = self._over_limit()
-        self._close(closing, "to stay within max_shapes")
-        try:
+        with self.sessions.lease(shape, lambda: self._backend(shape)) as backend:
+            self._open(shape, backend, announce)
             yield backend
-        finally:
-            with self._lock:
-                left = self._leases.pop(shape, 1) - 1
-                if left:
-                    self._leases[shape] = left
-                if self._backends.get(shape) is backend:
-                    self._used[shape] = time.monotonic()
-                closing = self._over_limit()
-                self._arm_idle_timer()
-            self._close(closing, "to stay within max_shapes")
 
-    def _over_limit(self) -> list[tuple[Shape, LocalBackend | WorkerBackend]]:
-        """Take out the least recently used idle sessions beyond ``max_shapes`` (holding the lock)."""
-        out: list[tuple[Shape, LocalBackend | WorkerBackend]] = []
-        if self.max_shapes is None:
-            return out
-        idle = [s for s in self._backends if not self._leases.get(s)]
-        while len(self._backends) > self.max_shapes and idle:
-            shape = idle.pop(0)
-            out.append((shape, self._backends.pop(shape)))
-            self._used.pop(shape, None)
-        return out
+    def _backend(self, shape: Shape) -> Backend:
+        """A new, unopened session of ``shape``: in a worker, or here (a CPU session of an NPU engine is)."""
+        spec = self._spec(shape)
+        inline = self.execution == "inline" or spec.providers[0] == CPU_PROVIDER != self.provider
+        return LocalBackend(spec) if inline else WorkerBackend(spec)
 
-    def _arm_idle_timer(self) -> None:
-        """Start the timer that closes the next session to go idle for ``idle_timeout`` (holding the lock)."""
-        if self.idle_timeout is None or self._timer is not None:
+    def _open(self, shape: Shape, backend: Backend, announce: bool) -> None:
+        """Open ``backend``'s session if it is not open; on the NPU shown while it compiles, then placed."""
+        if backend.is_open:
             return
-        idle = [self._used[s] for s in self._backends if not self._leases.get(s) and s in self._used]
-        if not idle:
+        provider = self.session_provider(shape)
+        if provider != NPU_PROVIDER or shape is None:
+            backend.open()
             return
-        delay = max(0.0, min(idle) + self.idle_timeout - time.monotonic())
-        timer = threading.Timer(delay, _close_idle, args=(weakref.ref(self),))
-        timer.daemon = True  # a pending timer never keeps the program from exiting
-        timer.name = f"ryzenai-idle-{self.package.name}"
-        self._timer = timer
-        timer.start()
+        state = self.cache.state(shape, provider)
+        wrap: Opener | None = None
+        if announce:
+            name = self.package.name
 
-    def _close_idle(self) -> None:
-        assert self.idle_timeout is not None
-        now = time.monotonic()
-        with self._lock:
-            self._timer = None
-            idle = [
-                s
-                for s in self._backends
-                if not self._leases.get(s) and s in self._used and now - self._used[s] >= self.idle_timeout
-            ]
-            closing = [(s, self._backends.pop(s)) for s in idle]
-            for s in idle:
-                del self._used[s]
-            self._arm_idle_timer()
-        self._close(closing, f"after {self.idle_timeout:g} s unused")
+            shown = "compiled" if state == "opened" else state  # a warmup opened it: a load from the cache
 
-    def _close(self, sessions: list[tuple[Shape, LocalBackend | WorkerBackend]], why: str) -> None:
-        for shape, backend in sessions:
-            log.info("closing %s's session of shape %s %s", self.package.name, shape or "dynamic", why)
-            backend.close()
+            def wrap(create: Callable[[], Any]) -> Any:
+                return with_compile_progress(create, name=name, shape=shape, state=shown)
+
+        if not backend.open(wrap, None if state == "compiled" else compile_deadline()):
+            return  # another call opened it meanwhile
+        placed = self.cache.placement(shape, provider)
+        say = log.warning if placed.ran_on == "cpu" else log.info  # "VitisAI requested, ran on the CPU" is a warning
+        say("%s (%s): %s", self.package.name, placed.shape, placed.detail)
 
     # -- a call ---------------------------------------------------------------------------------
 
@@ -471,9 +511,21 @@ class EncoderEngine(Generic[P]):
         lengths = [len(e.ids) for e in encodings]
         buckets, rows = self.buckets or None, self.static_rows or None
         batches = plan_batches(
-            lengths, batch_size=batch_size, buckets=buckets, static_rows=rows, max_padding=self.max_padding
+            lengths,
+            batch_size=batch_size,
+            buckets=buckets,
+            static_rows=rows,
+            max_padding=self.max_padding,
+            dynamic_up_to=self.cpu_max_tokens,
         )
         return BatchRun(lengths, batches, lambda batch: self.run_batch(batch, encodings), progress)
+
+    def where(self, run: BatchRun) -> tuple[dict[str, dict[str, Any]], list[str]]:
+        """Where a call's runs ran: each shape's placement (described), and each input's shape label."""
+        shapes = run.input_shapes()
+        return {shape_label(s): self.placement(s).describe() for s in dict.fromkeys(shapes)}, [
+            shape_label(s) for s in shapes
+        ]
 
     def run_batch(self, batch: Batch, encodings: Sequence[Any]) -> np.ndarray:
         """Run one planned batch of tokenizer encodings, padded to its shape; the session's output."""
@@ -491,7 +543,7 @@ class EncoderEngine(Generic[P]):
         for row in range(len(batch.indices), batch.rows):
             ids[row, 0] = self._pad_id
             mask[row, 0] = 1  # filler rows: one visible token keeps every softmax finite
-        with self._session((batch.rows, batch.length) if self.static else None) as backend:
+        with self._session(batch.shape) as backend:
             out: np.ndarray = backend.run(ids, mask, types)
         return out
 
@@ -503,21 +555,14 @@ class EncoderEngine(Generic[P]):
         pkg = self.package
         model_file = pkg.onnx_file
         if shape is not None and pkg.static_shape is None:
-            model_file = self._static_variant(*shape)
+            model_file = self.cache.static_variant(*shape)
         providers: tuple[str, ...] = (CPU_PROVIDER,)
         options: tuple[dict[str, str], ...] = ({},)
-        if self.provider == NPU_PROVIDER:
-            if self._digest is None:
-                self._digest = file_digest(pkg.onnx_file)
-            rows, seq = shape or (0, 0)
-            vitis = {
-                "cache_dir": str(self.cache_dir / "vitisai"),
-                "cache_key": f"{pkg.name}-{self._digest[:16]}-{rows}x{seq}-ort{self._ort_version}",
-            }
-            vitis.update(self.provider_options)
-            providers, options = (NPU_PROVIDER, CPU_PROVIDER), (vitis, {})
-        elif self.provider != CPU_PROVIDER:  # CUDA, DirectML: the CPU takes what they do not
-            providers, options = (self.provider, CPU_PROVIDER), (dict(self.provider_options), {})
+        provider = self.session_provider(shape)
+        if provider == NPU_PROVIDER and shape is not None:
+            providers, options = (NPU_PROVIDER, CPU_PROVIDER), (dict(self.cache.vitisai_options(shape)), {})
+        elif provider != CPU_PROVIDER:  # CUDA, DirectML: the CPU takes what they do not
+            providers, options = (provider, CPU_PROVIDER), (dict(self.provider_options), {})
         return SessionSpec(
             onnx_file=str(model_file),
             providers=providers,
@@ -527,31 +572,6 @@ class EncoderEngine(Generic[P]):
             pooling=self.session_pooling(),
             intra_op_threads=self.intra_op_threads,
         )
-
-    def _static_variant(self, rows: int, seq: int) -> Path:
-        """The dynamic graph with its (batch, sequence) axes fixed, cached on disk."""
-        if self._digest is None:
-            self._digest = file_digest(self.package.onnx_file)
-        folder = self.cache_dir / "static" / f"{self.package.name}-{self._digest[:16]}"
-        target = folder / f"model_{rows}x{seq}.onnx"
-        if target.is_file():
-            return target
-        onnx = import_onnx()
-        from onnxruntime.tools.onnx_model_utils import fix_output_shapes, make_dim_param_fixed
-
-        model = onnx.load(str(self.package.onnx_file))
-        ids = next(i for i in model.graph.input if i.name == "input_ids")
-        batch_dim, seq_dim = ids.type.tensor_type.shape.dim
-        for dim, value in ((batch_dim, rows), (seq_dim, seq)):
-            if dim.HasField("dim_param") and dim.dim_param:
-                make_dim_param_fixed(model.graph, dim.dim_param, value)
-        fix_output_shapes(model)
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        large = model.ByteSize() > 1_800_000_000
-        onnx.save_model(model, str(tmp), save_as_external_data=large, location=tmp.name + ".data" if large else None)
-        os.replace(tmp, target)
-        return target
 
     def __copy__(self) -> Self:
         return self  # copies of a face share the engine, its sessions and workers
@@ -565,21 +585,7 @@ class EncoderEngine(Generic[P]):
 
     def close(self) -> None:
         """Stop the workers and drop the sessions (the next call opens them again)."""
-        with self._lock:
-            backends, self._backends = list(self._backends.values()), {}
-            self._leases.clear()
-            self._used.clear()
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-        for backend in backends:
-            backend.close()
-
-
-def _close_idle(ref: weakref.ref[EncoderEngine[Any]]) -> None:
-    engine = ref()  # the timer holds no strong reference: an engine nobody uses can be collected
-    if engine is not None:
-        engine._close_idle()
+        self.sessions.close()
 
 
 def _rebuild_engine(cls: type[EncoderEngine[Any]], package: Any, settings: dict[str, Any]) -> EncoderEngine[Any]:

@@ -5,8 +5,10 @@ An embedding folder is what Hugging Face ships for sentence-transformers models
 ``sentence_bert_config.json``, ``modules.json``) or what AMD's NPU examples export (one
 ``model.onnx`` with a static ``(1, 512)`` shape beside the tokenizer). On top of what every
 encoder folder says (:class:`~ryzenai_core.embeddings.folder.EncoderFolder`) it reads the
-pooling (CLS or mean), whether vectors are normalised, the output that holds per-token hidden
-states and the query instruction (BGE's for BGE English models).
+pooling (CLS or mean), the Dense layers after it (:mod:`.modules`: in the graph when it has a
+``sentence_embedding`` output, else on the host), whether vectors are normalised, the output the
+engine reads, the query and document prompts (``config_sentence_transformers.json``; BGE's query
+instruction for BGE English models) and the Matryoshka dimensions the model was trained for.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from ..errors import ConfigError, InvalidRequestError, UnsupportedModelError
 from .folder import EncoderFolder, EncoderPackage, json_or_none
+from .modules import APPLIED_MODULES, DenseLayer, matryoshka_dims, module_kind, prompts, read_dense_layers
 from .runner import Pooling
 
 __all__ = ["BGE_QUERY_INSTRUCTION", "EmbeddingPackage", "is_embedding_folder"]
@@ -25,8 +28,8 @@ __all__ = ["BGE_QUERY_INSTRUCTION", "EmbeddingPackage", "is_embedding_folder"]
 #: BGE English v1.5's query instruction (its model card); documents get none.
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 _HIDDEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
-#: The sentence-transformers modules this engine applies (any other changes the vectors: Dense...).
-_APPLIED_MODULES = ("Transformer", "Pooling", "Normalize")
+#: The graph output that holds the whole sentence-transformers pipeline's vector (pooled, Dense, normalised).
+SENTENCE_EMBEDDING = "sentence_embedding"
 
 
 def is_embedding_folder(path: str | os.PathLike[str]) -> bool:
@@ -56,13 +59,19 @@ class EmbeddingPackage(EncoderPackage):
     The fields every encoder has are :class:`.folder.EncoderPackage`'s.
 
     Attributes:
-        output: the graph output that holds per-token hidden states.
+        output: the graph output the engine reads: per-token hidden states, or the graph's
+            ``sentence_embedding`` (the whole pipeline in the graph: ``pooled_in_graph``).
         pooling: ``"cls"`` or ``"mean"``; ``pooling_source`` says where it came from.
         normalize: L2-normalise vectors by default (sentence-transformers' Normalize module).
-        dims: vector size, when the graph says it.
-        query_instruction: prefix for queries (BGE's for BGE models, else empty).
-        document_instruction: prefix for documents.
+        dims: vector size, when the graph (or the last Dense layer) says it.
+        query_instruction: prefix for queries (the model's query prompt; BGE's for BGE English
+            models; else empty); ``prompts_source`` says where the prompts came from.
+        document_instruction: prefix for documents (the model's document prompt, else empty).
         model_type: ``config.json``'s model_type, if any.
+        pooled_in_graph: the graph pools (and applies the Dense layers): sessions return vectors.
+        dense: Dense layers the host applies after pooling (when the graph does not).
+        matryoshka_dims: the sizes the vectors may be cut to (largest first; empty when the model
+            was not trained for it); ``matryoshka_source`` says how the model declares them.
     """
 
     pooling: Pooling
@@ -72,6 +81,11 @@ class EmbeddingPackage(EncoderPackage):
     query_instruction: str = ""
     document_instruction: str = ""
     model_type: str | None = None
+    pooled_in_graph: bool = False
+    dense: tuple[DenseLayer, ...] = ()
+    matryoshka_dims: tuple[int, ...] = ()
+    matryoshka_source: str = ""
+    prompts_source: str = ""
 
     @classmethod
     def open(
@@ -86,7 +100,8 @@ class EmbeddingPackage(EncoderPackage):
 
         Raises:
             InvalidRequestError: a ``pooling`` other than ``"cls"`` or ``"mean"``.
-            UnsupportedModelError: no per-token output for the pooling.
+            UnsupportedModelError: no per-token output for the pooling; modules.json modules the
+                engine cannot apply (neither in the graph nor on the host: see :mod:`.modules`).
             ConfigError: a pooling mode in the configs that cannot be used.
             ModelPackageError: what :meth:`EncoderFolder.read` raises (no folder, ONNX model or
                 tokenizer; an LFS pointer; inputs this engine cannot feed; no usable maximum length).
@@ -128,49 +143,64 @@ class EmbeddingPackage(EncoderPackage):
             chosen, pooling_source = "cls", "default: CLS, as BERT/BGE exports use (no 1_Pooling/config.json)"
 
         modules = json_or_none(folder / "modules.json", "sentence-transformers module list")
-        if isinstance(modules, list):
-            normalize = any(str(m.get("type", "")).endswith("Normalize") for m in modules if isinstance(m, dict))
-            unapplied = [
-                f"{m.get('path') or m.get('name')} ({str(m.get('type', '')).rsplit('.', 1)[-1]})"
-                for m in modules
-                if isinstance(m, dict) and str(m.get("type", "")).rsplit(".", 1)[-1] not in _APPLIED_MODULES
-            ]
-            if unapplied:
-                raise UnsupportedModelError(
-                    f"{folder.name}'s modules.json runs {', '.join(unapplied)} besides pooling and normalisation; "
-                    "this engine does not apply them, so its vectors would not be the model's (EmbeddingGemma's "
-                    "Dense layers, for one). Use a model without such modules",
-                    path=folder / "modules.json",
-                )
-        else:
-            normalize = True
-
+        modules = [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else None
+        normalize = True if modules is None else any(module_kind(m) == "Normalize" for m in modules)
+        after = [m for m in modules or [] if module_kind(m) not in ("Transformer", "Pooling", "Normalize")]
         outputs = base.outputs
         model_file = base.onnx_file
-        named = [n for n in _HIDDEN_OUTPUTS if n in outputs]
-        rank3 = [n for n, d in outputs.items() if len(d) == 3]
-        if not named and not rank3:
-            shown = ", ".join(f"{n} {d}" for n, d in outputs.items())
-            raise UnsupportedModelError(
-                f"{model_file.name} has outputs {shown}: none is per-token hidden states (batch, sequence, hidden), "
-                f"which {chosen} pooling needs. Export last_hidden_state (optimum's feature-extraction task)",
-                path=model_file,
-            )
-        output = (named or rank3)[0]
-        hidden = outputs[output][-1] if len(outputs[output]) == 3 else None
+        whole = outputs.get(SENTENCE_EMBEDDING)
+        dense: tuple[DenseLayer, ...] = ()
+        if pooling is None and whole is not None and len(whole) == 2:
+            # The graph runs the whole pipeline (onnx-community's EmbeddingGemma export): its vector is the model's.
+            output, in_graph = SENTENCE_EMBEDDING, True
+            width = whole[-1]
+        else:
+            unapplied = [f"{m.get('path') or m.get('name')} ({module_kind(m)})" for m in after
+                         if module_kind(m) not in APPLIED_MODULES]
+            if unapplied:
+                raise UnsupportedModelError(
+                    f"{folder.name}'s modules.json runs {', '.join(unapplied)} besides pooling, Dense layers and "
+                    "normalisation; this engine does not apply them, so its vectors would not be the model's. Export "
+                    f"the model with the whole pipeline in the graph (a {SENTENCE_EMBEDDING} output), or use a model "
+                    "without such modules",
+                    path=folder / "modules.json",
+                )
+            dense, in_graph = read_dense_layers(folder, after), False
+            named = [n for n in _HIDDEN_OUTPUTS if n in outputs]
+            rank3 = [n for n, d in outputs.items() if len(d) == 3]
+            if not named and not rank3:
+                shown = ", ".join(f"{n} {d}" for n, d in outputs.items())
+                raise UnsupportedModelError(
+                    f"{model_file.name} has outputs {shown}: none is per-token hidden states (batch, sequence, "
+                    f"hidden), which {chosen} pooling needs. Export last_hidden_state (optimum's feature-extraction "
+                    "task)",
+                    path=model_file,
+                )
+            output = (named or rank3)[0]
+            width = dense[-1].out_features if dense else (outputs[output][-1] if len(outputs[output]) == 3 else None)
         config = base.config
+        dims = width if isinstance(width, int) and width > 0 else (None if dense else config.get("hidden_size"))
         ident = " ".join(str(x) for x in (base.name, config.get("_name_or_path", ""))).lower()
         bge_en = "bge" in ident and not any(tag in ident for tag in ("-zh", "m3", "multilingual"))
+        query, document, prompts_source = prompts(folder)
+        if query is None and bge_en:
+            query, prompts_source = BGE_QUERY_INSTRUCTION, prompts_source or "BGE English's query instruction"
+        sizes, sizes_source = matryoshka_dims(folder, ident, dims)
         return cls(
             **base.package_fields(),
             output=output,
             pooling=chosen,
             pooling_source=pooling_source,
             normalize=normalize,
-            dims=hidden if isinstance(hidden, int) and hidden > 0 else config.get("hidden_size"),
-            query_instruction=BGE_QUERY_INSTRUCTION if bge_en else "",
-            document_instruction="",
+            dims=dims,
+            query_instruction=query or "",
+            document_instruction=document or "",
             model_type=config.get("model_type"),
+            pooled_in_graph=in_graph,
+            dense=dense,
+            matryoshka_dims=sizes,
+            matryoshka_source=sizes_source,
+            prompts_source=prompts_source,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -184,4 +214,13 @@ class EmbeddingPackage(EncoderPackage):
             "normalize": self.normalize,
             "query_instruction": self.query_instruction,
             "document_instruction": self.document_instruction,
+            "prompts_source": self.prompts_source or None,
+            "pipeline": (
+                f"the graph's {SENTENCE_EMBEDDING} (pooling, Dense layers, normalisation in the graph)"
+                if self.pooled_in_graph
+                else " -> ".join([f"{self.pooling} pooling", *(f"{d.path} (Dense)" for d in self.dense)]
+                                 + (["normalise"] if self.normalize else []))
+            ),
+            "matryoshka_dims": list(self.matryoshka_dims) or None,
+            "matryoshka_source": self.matryoshka_source or None,
         }

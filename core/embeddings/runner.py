@@ -15,10 +15,11 @@ import logging
 import os
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import GenerationError, RuntimeNotAvailableError, UnsupportedModelError
 from ..ipc import Ready, Run
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("ryzenai_core")
 
 Pooling = Literal["cls", "mean"]
+#: The environment variable of :func:`compile_deadline`.
+COMPILE_TIMEOUT_ENV = "RYZENAI_LLM_COMPILE_TIMEOUT"
 
 
 def import_onnxruntime() -> ModuleType:
@@ -81,6 +84,23 @@ class SessionSpec:
     intra_op_threads: int | None = None
 
 
+#: What wraps a session's creation (showing progress while it runs): called with the creation, returns its result.
+Opener = Callable[[Callable[[], Any]], Any]
+
+
+def _call(create: Callable[[], Any]) -> Any:
+    return create()
+
+
+def compile_deadline() -> Deadline:
+    """How long a worker may take to start when its session compiles for the NPU (``RYZENAI_LLM_COMPILE_TIMEOUT``).
+
+    Default 3600 s: a first compile took up to 1,789 s a shape in a published Ryzen AI 1.8 study;
+    a load from the compile cache keeps the load's deadline.
+    """
+    return Deadline(float(os.environ.get(COMPILE_TIMEOUT_ENV, "3600")), COMPILE_TIMEOUT_ENV)
+
+
 class Runner:
     """One onnxruntime session: feeds a padded batch, returns pooled (not normalised) vectors or raw outputs."""
 
@@ -125,18 +145,40 @@ class Runner:
 
 
 class LocalBackend:
-    """A session in this process."""
+    """A session in this process, created when it is first opened (:meth:`open`) or run."""
 
     def __init__(self, spec: SessionSpec) -> None:
-        self.runner = Runner(spec)
+        self.spec = spec
         self.pid = os.getpid()
+        self._runner: Runner | None = None
+        self._open_lock = threading.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the session exists."""
+        return self._runner is not None
+
+    def open(self, wrap: Opener | None = None, deadline: Deadline | None = None) -> bool:
+        """Create the session if it does not exist yet (through ``wrap``, which shows progress); whether it did.
+
+        ``deadline`` is for a worker's start: a session in this process cannot be stopped.
+        """
+        with self._open_lock:
+            if self._runner is not None:
+                return False
+            self._runner = (wrap or _call)(lambda: Runner(self.spec))
+            return True
 
     def run(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         """The output of one padded batch."""
-        return self.runner.run(ids, mask, types)
+        if self._runner is None:
+            self.open()
+        assert self._runner is not None
+        return self._runner.run(ids, mask, types)
 
     def close(self) -> None:
-        """Nothing to release: the session goes with this object."""
+        """Drop the session."""
+        self._runner = None
 
 
 class WorkerBackend(WorkerConnection):
@@ -154,10 +196,33 @@ class WorkerBackend(WorkerConnection):
     def __init__(self, spec: SessionSpec) -> None:
         super().__init__(spec)
         self._run_lock = threading.Lock()  # one batch at a time: the worker runs them in turn
+        self._open_lock = threading.Lock()
+        self._deadline: Deadline | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the worker runs (its session is open)."""
+        return self.pid is not None
+
+    def open(self, wrap: Opener | None = None, deadline: Deadline | None = None) -> bool:
+        """Start the worker (which opens the session) if it is not running, through ``wrap``; whether it did.
+
+        ``deadline`` replaces the load's for this start (a first NPU compile takes longer:
+        :func:`compile_deadline`).
+        """
+        with self._open_lock:
+            if self.is_open:
+                return False
+            self._deadline = deadline
+            try:
+                (wrap or _call)(self.start_worker)
+            finally:
+                self._deadline = None
+            return True
 
     def first_frame_deadline(self) -> Deadline:
-        """The start opens the session: the load's deadline."""
-        return Deadline.load()
+        """The start opens the session: the load's deadline, or the one :meth:`open` was given."""
+        return self._deadline or Deadline.load()
 
     def started(self, proc: subprocess.Popen[bytes], ready: Ready) -> None:
         """Log the new worker and the providers its session runs on."""

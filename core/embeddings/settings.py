@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, PrivateAttr, model_validator
 from ..faces import Provider
 from ..options import execution_setting
 from .embedding import EmbeddingEngine, EmbeddingResult, Kind
-from .engine import DEFAULT_IDLE_TIMEOUT, EncoderEngine
+from .engine import DEFAULT_CPU_MAX_TOKENS, DEFAULT_IDLE_TIMEOUT, EncoderEngine
 
 __all__ = ["EmbeddingSettings", "EncoderSettings"]
 
@@ -40,7 +40,8 @@ class EncoderSettings(BaseModel):
     buckets: list[int] | None = None
     """Sequence-length buckets for static shapes (default: the engine's, capped at the maximum length)."""
     provider_options: dict[str, str] | None = None
-    """VitisAI provider options over the defaults (``cache_dir``, ``cache_key``, ``config_file`` ...)."""
+    """VitisAI provider options over the defaults: ``config_file`` (default: AMD's compile configuration,
+    shipped with the package), ``cache_dir`` (default: the per-user cache), ``cache_key`` ..."""
     execution: Literal["process", "inline"] | None = None
     """``process``: each session in a worker process (the NPU default); ``inline``: in this process."""
     onnx_file: str | None = None
@@ -49,6 +50,9 @@ class EncoderSettings(BaseModel):
     """Static shapes kept open at once, a session (on the NPU a worker) each; default: one per bucket."""
     idle_timeout: float | None = Field(default=DEFAULT_IDLE_TIMEOUT, gt=0)
     """Seconds after which an unused shape's session is closed (None: kept until the program ends)."""
+    cpu_max_tokens: int = Field(default=DEFAULT_CPU_MAX_TOKENS, ge=0)
+    """On the NPU, inputs of at most this many tokens run on a CPU session (faster there, nothing to compile);
+    0 sends every input to the NPU."""
 
     renamed_settings: ClassVar[dict[str, str]] = {"isolation": "execution"}
     """Former names of settings, still taken with a DeprecationWarning (``isolation="thread"`` is ``"inline"``)."""
@@ -78,6 +82,7 @@ class EncoderSettings(BaseModel):
             "onnx_file": self.onnx_file,
             "max_shapes": self.max_shapes,
             "idle_timeout": self.idle_timeout,
+            "cpu_max_tokens": self.cpu_max_tokens,
         }
 
     def open_engine(self) -> Any:
@@ -99,6 +104,9 @@ class EmbeddingSettings(EncoderSettings):
     """Prefix for queries (default: the model's: BGE's for BGE English models, else none)."""
     on_overflow: Literal["truncate", "error"] = "truncate"
     """A text over the maximum length: ``truncate`` (logged, listed in the result) or ``error``."""
+    dimensions: int | None = Field(default=None, ge=1)
+    """Cut vectors to this many dimensions, then normalise them again (Matryoshka truncation): only for a
+    model trained for it at that size (EmbeddingGemma: 768, 512, 256, 128); None keeps the full vector."""
 
     @property
     def engine(self) -> EmbeddingEngine:
@@ -126,6 +134,7 @@ class EmbeddingSettings(EncoderSettings):
             batch_size=batch_size,
             on_overflow=self.on_overflow,
             progress=progress,
+            dimensions=self.dimensions,
         )
 
     def engine_settings(self) -> dict[str, Any]:

@@ -42,6 +42,7 @@ __all__ = [
     "LEGACY_OPTION_NAMES",
     "SHIPPED_CONFIG",
     "cache_key",
+    "compile_config",
     "default_cache_root",
     "release_tag",
     "shipped_config_file",
@@ -157,6 +158,18 @@ def _config_digest(path: Path) -> str:
             path=path,
         )
     return hashlib.sha256(raw).hexdigest()
+
+
+def compile_config(overrides: Mapping[str, object] | None = None) -> Path:
+    """The compile configuration a session gets: the user's ``config_file``, else the shipped one; checked.
+
+    Raises:
+        ConfigError: the file cannot be read or is not a JSON object (or the shipped one is missing).
+    """
+    given = (overrides or {}).get("config_file")
+    path = Path(str(given)).expanduser() if given is not None else shipped_config_file()
+    _config_digest(path)
+    return path
 
 
 def vitisai_options(

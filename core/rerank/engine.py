@@ -10,7 +10,7 @@ process or a worker each, idle sessions closed)::
          (token_type_ids 0 then 1) or <s> q </s></s> p </s>; a pair over the maximum length
          loses the end of its passage, never the query (reported, or refused on request)
       -> sorted by length, batched: dynamic on the CPU; on the NPU padded to pair-length
-         buckets (128, 256, 512), a static shape each (padding is masked: it changes no score)
+         buckets (256, 512), a static shape each (padding is masked: it changes no score)
       -> logits (pairs, 1) -> scores as sentence-transformers' CrossEncoder.predict gives them
          for a one-logit model: the sigmoid (or the logit, when config.json names Identity)
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
@@ -38,8 +38,9 @@ __all__ = ["DEFAULT_RERANK_BUCKETS", "RerankEngine", "RerankResult", "RerankSett
 
 log = logging.getLogger("ryzenai_core")
 
-#: Pair-length buckets for static shapes: a question (a few dozen tokens) with a chunk of text.
-DEFAULT_RERANK_BUCKETS: tuple[int, ...] = (128, 256, 512)
+#: Pair-length buckets for static shapes: a question (a few dozen tokens) with a chunk of text (a
+#: RAG chunk of ~1,000 characters makes a pair of ~250 tokens); two NPU compiles, once.
+DEFAULT_RERANK_BUCKETS: tuple[int, ...] = (256, 512)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class RerankResult:
         truncated: indices of passages cut to fit the maximum length (the query is kept whole).
         padding: pad tokens added over all runs (filler rows included).
         shapes: the (rows, sequence) shape of each run, in order.
+        where: where each session shape of the call ran (as
+            :attr:`~ryzenai_core.embeddings.embedding.EmbeddingResult.where`).
+        input_shapes: the session shape label that scored each passage.
     """
 
     scores: list[float]
@@ -61,6 +65,14 @@ class RerankResult:
     truncated: list[int]
     padding: int
     shapes: list[tuple[int, int]]
+    where: dict[str, dict[str, Any]] = field(default_factory=dict)
+    input_shapes: list[str] = field(default_factory=list)
+
+    def placement_of(self, index: int) -> dict[str, Any]:
+        """Where passage ``index`` was scored: its session shape, ``ran_on`` and the NPU's share of operators."""
+        shape = self.input_shapes[index]
+        where = self.where.get(shape, {})
+        return {"shape": shape, "ran_on": where.get("ran_on"), "npu_share": where.get("npu_share")}
 
     @property
     def ranking(self) -> list[int]:
@@ -195,6 +207,7 @@ class RerankEngine(EncoderEngine[RerankPackage]):
                 )
             logits[list(batch.indices)] = out[: len(batch.indices), 0]
         scores = 1.0 / (1.0 + np.exp(-logits)) if pkg.activation == "sigmoid" else logits
+        where, input_shapes = self.where(run)
         return RerankResult(
             scores=scores.astype(np.float32).tolist(),
             logits=logits.tolist(),
@@ -202,6 +215,8 @@ class RerankEngine(EncoderEngine[RerankPackage]):
             truncated=over,
             padding=run.padding,
             shapes=run.shapes,
+            where=where,
+            input_shapes=input_shapes,
         )
 
     @staticmethod

@@ -15,11 +15,13 @@ from ryzenai_core.errors import UnsupportedModelError
 EMBEDDINGS = FIXTURES / "embeddings"
 
 
-def test_dense_layers_it_does_not_apply_are_refused_not_skipped() -> None:
+def test_dense_layers_are_applied_not_skipped() -> None:
     # Read as pooling + normalise alone, tiny-embeddinggemma's vectors were 0.6 off sentence-transformers'.
-    with pytest.raises(UnsupportedModelError, match=r"2_Dense \(Dense\), 3_Dense \(Dense\)") as info:
-        EmbeddingPackage.open(EMBEDDINGS / "tiny-embeddinggemma")
-    assert "vectors would not be the model's" in str(info.value)
+    pkg = EmbeddingPackage.open(EMBEDDINGS / "tiny-embeddinggemma", pooling="mean")  # pooling given: on the host
+    assert [(d.path, d.activation, d.weight.shape) for d in pkg.dense] == [
+        ("2_Dense", "identity", (192, 48)),
+        ("3_Dense", "identity", (48, 192)),
+    ]
 
 
 def test_sentence_transformers_6_module_types_are_read_too(tmp_path: Path) -> None:
@@ -27,8 +29,11 @@ def test_sentence_transformers_6_module_types_are_read_too(tmp_path: Path) -> No
     modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
     modules[2]["type"] = "sentence_transformers.base.modules.dense.Dense"  # as sentence-transformers 6 saves it
     (folder / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
-    with pytest.raises(UnsupportedModelError, match=r"2_Dense \(Dense\)"):
-        EmbeddingPackage.open(folder)
+    assert [d.path for d in EmbeddingPackage.open(folder, pooling="mean").dense] == ["2_Dense", "3_Dense"]
+    modules[2]["type"] = "sentence_transformers.base.modules.WordWeights"
+    (folder / "modules.json").write_text(json.dumps(modules), encoding="utf-8")
+    with pytest.raises(UnsupportedModelError, match=r"2_Dense \(WordWeights\)"):
+        EmbeddingPackage.open(folder, pooling="mean")
 
 
 def test_sentence_transformers_6_pooling_config_is_read(tmp_path: Path) -> None:

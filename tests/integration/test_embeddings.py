@@ -346,23 +346,6 @@ def test_provider_npu_without_vitisai_says_what_to_do():
         EmbeddingEngine(TINY_ST, provider="npu")
 
 
-def test_vitisai_defaults_cache_dir_and_a_key_that_follows_model_shape_and_version(monkeypatch, tmp_path):
-    # Only the provider list is changed: the session options are composed, no session is opened.
-    monkeypatch.setattr(ort, "get_available_providers", lambda: ["VitisAIExecutionProvider", "CPUExecutionProvider"])
-    engine = EmbeddingEngine(TINY_ST, cache_dir=tmp_path, provider_options={"config_file": "vaip_config.json"})
-    d = engine.describe()
-    assert (d["provider"], d["run_shapes"], d["execution"]) == ("VitisAIExecutionProvider", "static", "process")
-    assert d["buckets"] == [32, 64, 128]
-    a, b = engine._spec((1, 32)), engine._spec((1, 64))
-    assert a.providers == ("VitisAIExecutionProvider", "CPUExecutionProvider")
-    opts = a.provider_options[0]
-    assert opts["cache_dir"] == str(tmp_path / "vitisai") and opts["config_file"] == "vaip_config.json"
-    assert opts["cache_key"].startswith("tiny-bert-st-") and "-1x32-ort" + ort.__version__ in opts["cache_key"]
-    assert b.provider_options[0]["cache_key"] != opts["cache_key"] and a.onnx_file.endswith("model_1x32.onnx")
-    static = EmbeddingEngine(TINY_STATIC, cache_dir=tmp_path)._spec((1, 128))
-    assert static.onnx_file == str(TINY_STATIC / "model.onnx") and static.provider_options[0]["cache_key"].split("-1x128")[0] != opts["cache_key"].split("-1x32")[0]
-
-
 def test_missing_runtime_packages_name_the_extra(monkeypatch):
     import sys
 

@@ -85,7 +85,7 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
     try:
         want = engine.embed(TEXTS).vectors
         (pid,) = engine.worker_pids()
-        (backend,) = engine._backends.values()
+        (backend,) = engine.sessions.backends().values()
         os.kill(pid, signal.SIGSTOP)  # the worker cannot answer: the call below waits on it
         t, errors = _in_a_thread(lambda: engine.embed(TEXTS))
         while not backend._handlers and t.is_alive():  # the call has sent its batch (not found the worker dead)

@@ -336,8 +336,8 @@ def test_info_describes_a_reranker_folder(capsys):
 
     assert main(["info", str(XLMR)]) == 0
     out = capsys.readouterr().out
-    assert "reranker      tiny-xlmr-reranker" in out and "pairs         <s> query </s> </s> passage </s>" in out
-    assert "inputs input_ids, attention_mask; output logits" in out and "max length    512 tokens a pair" in out
+    assert "reranker       tiny-xlmr-reranker" in out and "pairs          <s> query </s> </s> passage </s>" in out
+    assert "inputs input_ids, attention_mask; output logits" in out and "max length     512 tokens a pair" in out
     assert main(["info", str(BERT_STATIC), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert (facts["kind"], facts["static_shape"], facts["run_shapes"], facts["activation"]) == ("reranker", [1, 512], "static", "sigmoid")

@@ -136,10 +136,10 @@ def test_the_default_idle_timeout_keeps_sessions_between_calls(tmp_path):
         pids = engine.worker_pids()
         time.sleep(0.5)
         assert engine.worker_pids() == pids and engine.idle_timeout == 300.0
-        assert engine._timer is not None and engine._timer.daemon  # never keeps the program from exiting
+        assert engine.sessions.idle_timer is not None and engine.sessions.idle_timer.daemon  # never keeps the program from exiting
     finally:
         engine.close()
-    assert engine._timer is None
+    assert engine.sessions.idle_timer is None
 
 
 def test_an_idle_embedding_session_in_this_process_closes_too(tmp_path):

@@ -70,3 +70,21 @@ def test_a_batch_size_below_one_is_refused():
 
     with pytest.raises(InvalidRequestError, match="batch_size is 0"):
         plan_batches([1, 2], batch_size=0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 256), max_size=60), st.integers(1, 8))
+def test_inputs_up_to_the_cpu_limit_run_dynamic_and_the_rest_keep_their_buckets(lengths, batch_size):
+    # An NPU engine's small inputs go to its CPU session (dynamic runs); the others to static buckets.
+    batches = plan_batches(lengths, batch_size=batch_size, buckets=[64, 128, 256], static_rows=1, dynamic_up_to=32)
+    assert sorted(i for b in batches for i in b.indices) == list(range(len(lengths)))  # every text once
+    for b in batches:
+        small = [lengths[i] <= 32 for i in b.indices]
+        assert all(small) if b.dynamic else not any(small)
+        if b.dynamic:
+            assert b.shape is None and b.rows == len(b.indices) <= batch_size
+        else:
+            assert b.shape == (1, b.length) and b.length in (64, 128, 256) and len(b.indices) == 1
+    assert [b.dynamic for b in batches] == sorted((b.dynamic for b in batches), reverse=True)  # small ones first
+    whole = plan_batches(lengths, batch_size=batch_size, buckets=[64, 128, 256], static_rows=1)
+    assert not any(b.dynamic for b in whole)  # without the limit every text takes a bucket
