@@ -437,7 +437,7 @@ class EncoderEngine(Generic[P]):
 
     def _backend(self, shape: Shape) -> Backend:
         """A new, unopened session of ``shape``: in a worker, or here (a CPU session of an NPU engine is)."""
-        spec = self._spec(shape)
+        spec = self.session_spec(shape)
         inline = self.execution == "inline" or spec.providers[0] == CPU_PROVIDER != self.provider
         return LocalBackend(spec) if inline else WorkerBackend(spec)
 
@@ -551,7 +551,8 @@ class EncoderEngine(Generic[P]):
         """How sessions pool their output (None: they return it as it is)."""
         return None
 
-    def _spec(self, shape: Shape) -> SessionSpec:
+    def session_spec(self, shape: Shape) -> SessionSpec:
+        """What a session of ``shape`` is opened with: its model file, providers and their options."""
         pkg = self.package
         model_file = pkg.onnx_file
         if shape is not None and pkg.static_shape is None:

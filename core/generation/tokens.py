@@ -40,7 +40,8 @@ class Tokens:
     def __init__(self, package: ModelPackage, loaded: Callable[[], TokenizerParts]) -> None:
         self.package = package
         self._loaded = loaded
-        self._counts: dict[str, int] = {}
+        #: Tokens of a text alone, cached (fixed texts such as a tool call's framing are counted often).
+        self.count_text: Callable[[str], int] = functools.lru_cache(maxsize=1024)(self._count_text)
 
     @functools.cached_property
     def nul_token(self) -> tuple[int | None]:
@@ -76,14 +77,8 @@ class Tokens:
                 ids.extend(_int_list(tokenizer.encode(part)))
         return ids
 
-    def count_text(self, text: str) -> int:
-        """Tokens of ``text`` alone (cached: fixed texts such as a tool call's framing are counted often)."""
-        cache = self._counts
-        if text not in cache:
-            if len(cache) >= 1024:
-                cache.clear()
-            cache[text] = len(self.encode(text))
-        return cache[text]
+    def _count_text(self, text: str) -> int:
+        return len(self.encode(text))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` (special tokens skipped; invalid bytes become U+FFFD, nothing is dropped).

@@ -448,5 +448,5 @@ def test_text_count_cache_stays_bounded_and_correct():
     engine = Engine.get(TINY_LLAMA, execution="inline")
     for i in range(1030):
         engine.count_text(f"w{i}")
-    assert len(engine.inline_session().tokens._counts) <= 1024
+    assert engine.inline_session().tokens.count_text.cache_info().currsize <= 1024
     assert engine.count_text("w3 w4") == len(engine.encode("w3 w4"))

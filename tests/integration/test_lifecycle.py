@@ -131,4 +131,4 @@ def test_an_encoder_on_an_accelerator_runs_it_with_the_cpu_behind(monkeypatch):
     monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     engine = EmbeddingEngine(TINY_ST, provider="cuda")
     assert (engine.provider, engine.static) == ("CUDAExecutionProvider", False)  # dynamic shapes: not the NPU
-    assert engine._spec(None).providers == ("CUDAExecutionProvider", "CPUExecutionProvider")
+    assert engine.session_spec(None).providers == ("CUDAExecutionProvider", "CPUExecutionProvider")
