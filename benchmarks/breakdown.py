@@ -131,9 +131,7 @@ def loop_pieces(engine: Engine, tokens: list[int]) -> dict[str, float]:
     try:
         from langchain_ryzenai._convert import generation_chunk
 
-        out["LangChain chunk (generation_chunk)"] = per_item(
-            lambda: [generation_chunk(c, "m") for c in core_chunks], n
-        )
+        out["LangChain chunk (generation_chunk)"] = per_item(lambda: [generation_chunk(c, "m") for c in core_chunks], n)
     except ImportError:
         pass
     try:
@@ -252,8 +250,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
     args = parser.parse_args()
     THREADS = overhead.THREADS = args.threads
-    results: dict[str, Any] = {"threads": THREADS, "onnxruntime_genai": og.__version__,
-                               "load_average": list(os.getloadavg()), "models": {}}
+    results: dict[str, Any] = {
+        "threads": THREADS,
+        "onnxruntime_genai": og.__version__,
+        "load_average": list(os.getloadavg()),
+        "models": {},
+    }
     for name in args.models:
         path = MODELS[name]
         if not (path / "genai_config.json").exists():
@@ -266,9 +268,11 @@ def main() -> None:
         prompt = inline.render(MESSAGES)
         threads, firsts = thread_cpu(path, args.new_tokens, args.rounds)
         res = {
-            "per_token_us": {"runtime step (generate_next_token + get_next_tokens)":
-                             runtime_step_us(path, prompt, args.new_tokens),
-                             **loop_pieces(inline, tokens), **threads},
+            "per_token_us": {
+                "runtime step (generate_next_token + get_next_tokens)": runtime_step_us(path, prompt, args.new_tokens),
+                **loop_pieces(inline, tokens),
+                **threads,
+            },
             "per_call_ms": {**call_costs(path), **firsts},
         }
         results["models"][name] = res

@@ -319,8 +319,11 @@ def base_path(checkout: Path) -> str:
     import tempfile
 
     shim = Path(tempfile.mkdtemp(prefix="cold-start-base-"))
-    for name, folder in (("ryzenai_core", "core"), ("langchain_ryzenai", "langchain_ryzenai"),
-                         ("llamaindex_ryzenai", "llamaindex_ryzenai")):
+    for name, folder in (
+        ("ryzenai_core", "core"),
+        ("langchain_ryzenai", "langchain_ryzenai"),
+        ("llamaindex_ryzenai", "llamaindex_ryzenai"),
+    ):
         (shim / name).symlink_to(checkout.resolve() / folder, target_is_directory=True)
     return str(shim)
 
@@ -344,7 +347,10 @@ def methods(model: Path, prompt: str, inline: bool, base: str | None = None) -> 
     out["floor_oga"] = [sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": [], "face": None})]
     for name in FACES:
         out[f"floor_{name}"] = [
-            sys.executable, "-c", FLOOR_SOURCE, json.dumps({**floor, "imports": FRAMEWORK_IMPORTS[name], "face": name})
+            sys.executable,
+            "-c",
+            FLOOR_SOURCE,
+            json.dumps({**floor, "imports": FRAMEWORK_IMPORTS[name], "face": name}),
         ]
         out[name] = [sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "process"})]
         if base is not None:
@@ -352,7 +358,10 @@ def methods(model: Path, prompt: str, inline: bool, base: str | None = None) -> 
             PYTHONPATHS[f"{name}_base"] = base
         if inline:
             out[f"{name}_inline"] = [
-                sys.executable, "-c", FACE_SOURCE, json.dumps({**face, "face": name, "execution": "inline"})
+                sys.executable,
+                "-c",
+                FACE_SOURCE,
+                json.dumps({**face, "face": name, "execution": "inline"}),
             ]
     return out
 
@@ -375,7 +384,7 @@ def run_once(cmd: list[str], pythonpath: str | None = None) -> dict[str, float]:
     marks: dict[str, float] = json.loads(lines[-1]) if lines else {}
     for line in proc.stderr.splitlines():
         if line.startswith(WORKER_MARKS):
-            marks.update(json.loads(line[len(WORKER_MARKS):]))
+            marks.update(json.loads(line[len(WORKER_MARKS) :]))
     out = {k: v - t0 for k, v in marks.items()}
     out["end"] = end - t0
     out["cpu"] = cpu
@@ -436,8 +445,12 @@ def import_profile(code: list[str], repeat: int = 3) -> dict[str, float]:
     runs: list[dict[str, float]] = []
     for _ in range(repeat):
         proc = subprocess.run(  # noqa: S603
-            [sys.executable, "-X", "importtime", *code], capture_output=True, text=True, env=_env(),
-            stdin=subprocess.DEVNULL, timeout=300,
+            [sys.executable, "-X", "importtime", *code],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            stdin=subprocess.DEVNULL,
+            timeout=300,
         )
         per: dict[str, float] = defaultdict(float)
         for line in proc.stderr.splitlines():
@@ -461,8 +474,9 @@ def profiles() -> dict[str, Any]:
     # The worker's module (what `python -m` imports before the model), then the session and the runtime.
     from ryzenai_core.spawn import WORKER_MODULES
 
-    out["worker"] = import_profile(["-c", f"import {WORKER_MODULES[0]}, ryzenai_core.generation.session, "
-                                    "onnxruntime_genai"])
+    out["worker"] = import_profile(
+        ["-c", f"import {WORKER_MODULES[0]}, ryzenai_core.generation.session, onnxruntime_genai"]
+    )
     return out
 
 
@@ -485,8 +499,9 @@ def measure(name: str, model: Path, rounds: int, inline: bool, base: str | None 
         "total_s": {k: _summary([m["first"] for m in rs], 3) for k, rs in runs.items()},
         "cpu_s": {k: _summary([m["cpu"] for m in rs], 3) for k, rs in runs.items()},
         "own_cpu_s": {},
-        "marks_s": {k: {mark: _summary([m[mark] for m in rs], 3) for mark in rs[0] if mark != "cpu"}
-                    for k, rs in runs.items()},
+        "marks_s": {
+            k: {mark: _summary([m[mark] for m in rs], 3) for mark in rs[0] if mark != "cpu"} for k, rs in runs.items()
+        },
         "steps_s": {k: _steps(rs, FLOOR_STEPS if k.startswith("floor_") else FACE_STEPS) for k, rs in runs.items()},
         "own_part_s": {},
         "own_parts_s": {},
@@ -555,9 +570,13 @@ def report(results: dict[str, Any]) -> list[str]:
     """Text summary and the RESULTS.md rows."""
     lines = []
     for name, res in results["models"].items():
-        lines.append(f"\n{name}: {res['rounds']} rounds, {results['threads']} thread(s); process start -> first text, s")
-        lines.append(f"  {'method':<20}{'total (min-max)':>24}{'imported':>10}{'built/loaded':>14}{'own part (min-max)':>26}"
-                     f"{'CPU to exit':>13}{'own CPU (min-max)':>26}")
+        lines.append(
+            f"\n{name}: {res['rounds']} rounds, {results['threads']} thread(s); process start -> first text, s"
+        )
+        lines.append(
+            f"  {'method':<20}{'total (min-max)':>24}{'imported':>10}{'built/loaded':>14}{'own part (min-max)':>26}"
+            f"{'CPU to exit':>13}{'own CPU (min-max)':>26}"
+        )
         for k, t in res["total_s"].items():
             marks = res["marks_s"][k]
             imp = marks.get("imported", {}).get("median")
@@ -569,15 +588,20 @@ def report(results: dict[str, Any]) -> list[str]:
                 + (f"{mid:>14.3f}" if mid is not None else f"{'-':>14}")
                 + (f"{own['median']:>+11.3f} ({own['min']:+.3f} to {own['max']:+.3f})" if own else f"{'':>26}")
                 + f"{res['cpu_s'][k]['median']:>13.3f}"
-                + (f"{cpu['median']:>+11.3f} ({cpu['min']:+.3f} to {cpu['max']:+.3f})"
-                   if (cpu := res["own_cpu_s"].get(k)) else "")
+                + (
+                    f"{cpu['median']:>+11.3f} ({cpu['min']:+.3f} to {cpu['max']:+.3f})"
+                    if (cpu := res["own_cpu_s"].get(k))
+                    else ""
+                )
             )
         lines.append("\n  breakdown: median seconds of each step (a step ends at its mark)")
         for k, steps in res["steps_s"].items():
             if k == "python":
                 continue
             lines.append(f"  {k:<20}" + ", ".join(f"{step} {v['median']:.3f}" for step, v in steps.items()))
-        lines.append("\n  own part (the face minus its floor, per round), by where it goes: median seconds (min to max)")
+        lines.append(
+            "\n  own part (the face minus its floor, per round), by where it goes: median seconds (min to max)"
+        )
         for k, parts in res["own_parts_s"].items():
             total = res["own_part_s"][k]
             lines.append(
@@ -611,14 +635,21 @@ def report(results: dict[str, Any]) -> list[str]:
         cells = []
         for face in FACES:
             cells.append(f"{t[f'floor_{face}']['median']:.2f}")
-            cells.append(f"{t[face]['median']:.2f}; own {own[face]['median']:+.2f} "
-                         f"({own[face]['min']:+.2f} to {own[face]['max']:+.2f})")
+            cells.append(
+                f"{t[face]['median']:.2f}; own {own[face]['median']:+.2f} "
+                f"({own[face]['min']:+.2f} to {own[face]['max']:+.2f})"
+            )
             inline = f"{face}_inline"
             cells.append(f"{t[inline]['median']:.2f}; own {own[inline]['median']:+.2f}" if inline in t else "-")
-        head = (f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
-                f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}")
-        lines.append(f"| {head} | {name}, python {t['python']['median']:.2f}, oga {t['floor_oga']['median']:.2f} | "
-                     + " | ".join(cells) + " |")
+        head = (
+            f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
+            f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}"
+        )
+        lines.append(
+            f"| {head} | {name}, python {t['python']['median']:.2f}, oga {t['floor_oga']['median']:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return lines
 
 
@@ -643,13 +674,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--models", nargs="*", default=["bench-30m"], choices=list(MODELS))
-    parser.add_argument("--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/cold_start.json)")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/cold_start.json)"
+    )
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. the load on the machine)")
     parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
     parser.add_argument("--no-inline", action="store_true", help='skip the faces with execution="inline"')
     parser.add_argument("--no-profile", action="store_true", help="skip the -X importtime profiles")
-    parser.add_argument("--base", type=Path, default=None,
-                        help="another checkout (e.g. a worktree of main): its faces run side by side, as *_base")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="another checkout (e.g. a worktree of main): its faces run side by side, as *_base",
+    )
     args = parser.parse_args()
     THREADS = args.threads
     # As an install leaves them (pip compiles a wheel's modules; PYTHONDONTWRITEBYTECODE would make every

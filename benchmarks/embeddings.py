@@ -104,7 +104,9 @@ def padding_and_speed(model: Path, texts: list[str], repeats: int, cache: Path) 
     fixed_len = min(512, longest)
     engines = {
         "dynamic": EmbeddingEngine(model, shapes="dynamic"),
-        "bucketed": EmbeddingEngine(model, shapes="static", buckets=[b for b in BUCKETS if b <= longest], cache_dir=cache),
+        "bucketed": EmbeddingEngine(
+            model, shapes="static", buckets=[b for b in BUCKETS if b <= longest], cache_dir=cache
+        ),
         "fixed": EmbeddingEngine(model, shapes="static", buckets=[fixed_len], cache_dir=cache),
     }
     for engine in engines.values():  # sessions opened and static variants made before timing
@@ -116,7 +118,11 @@ def padding_and_speed(model: Path, texts: list[str], repeats: int, cache: Path) 
             seconds, results[name] = _timed(engine, texts)
             times[name].append(seconds)
     base = np.array(results["dynamic"].vectors)
-    out: dict[str, Any] = {"texts": len(texts), "real_tokens": sum(results["dynamic"].tokens), "fixed_length": fixed_len}
+    out: dict[str, Any] = {
+        "texts": len(texts),
+        "real_tokens": sum(results["dynamic"].tokens),
+        "fixed_length": fixed_len,
+    }
     for name, r in results.items():
         med = statistics.median(times[name])
         out[name] = {
@@ -128,7 +134,8 @@ def padding_and_speed(model: Path, texts: list[str], repeats: int, cache: Path) 
             "max_abs_diff_vs_dynamic": float(np.abs(np.array(r.vectors) - base).max()),
         }
     out["fixed_over_bucketed_padded_tokens"] = round(
-        (out["fixed"]["padded_tokens"] + out["real_tokens"]) / (out["bucketed"]["padded_tokens"] + out["real_tokens"]), 2
+        (out["fixed"]["padded_tokens"] + out["real_tokens"]) / (out["bucketed"]["padded_tokens"] + out["real_tokens"]),
+        2,
     )
     median = {name: statistics.median(t) for name, t in times.items()}
     out["bucketed_over_fixed_texts_per_s"] = round(median["fixed"] / median["bucketed"], 2)
@@ -260,7 +267,9 @@ def main() -> None:
         model = args.cache / "all-MiniLM-L6-v2-512"
         if not model.exists():
             shutil.copytree(real, model)
-            (model / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 512, "do_lower_case": False}))
+            (model / "sentence_bert_config.json").write_text(
+                json.dumps({"max_seq_length": 512, "do_lower_case": False})
+            )
     texts = paragraphs(args.texts)
     result: dict[str, Any] = {
         "model": model.name,

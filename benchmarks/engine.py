@@ -157,10 +157,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     if not (args.model / "genai_config.json").exists():
-        sys.exit(f"{args.model} is missing: build it with `python scripts/build_fixtures.py --bench-only` (needs torch)")
+        sys.exit(
+            f"{args.model} is missing: build it with `python scripts/build_fixtures.py --bench-only` (needs torch)"
+        )
 
-    question = [ChatMessage("system", "You answer questions about Ryzen AI model packages."),
-                ChatMessage("user", "What is a prefill bucket and why is the prompt padded to it? " * 4)]
+    question = [
+        ChatMessage("system", "You answer questions about Ryzen AI model packages."),
+        ChatMessage("user", "What is a prefill bucket and why is the prompt padded to it? " * 4),
+    ]
     inline = Engine.get(args.model, num_threads=THREADS, execution="inline")
     worker = Engine.get(args.model, num_threads=THREADS, execution="process")
     inline.load()
@@ -191,32 +195,47 @@ def main() -> None:
     long_doc = "The NPU pads each prompt to a prefill bucket; decode steps use token buckets. " * 120
     chat = [ChatMessage("system", "Answer from the document.\n\n" + long_doc), ChatMessage("user", "What is padded?")]
     cold, warm = ttft(worker, chat, reuse=False), ttft(worker, chat, reuse=True)
-    rows["second_turn_ttft_s"] = {"cold": cold, "warm_kv_reuse": warm, "ratio": warm / cold,
-                                  "prompt_tokens": worker.count_tokens(chat)}
+    rows["second_turn_ttft_s"] = {
+        "cold": cold,
+        "warm_kv_reuse": warm,
+        "ratio": warm / cold,
+        "prompt_tokens": worker.count_tokens(chat),
+    }
 
     big = [ChatMessage("user", "Summarise: " + "bucket padding window prefill decode " * 400)]
     big_tokens = worker.count_tokens(big)
     stall_worker, _ = stall(worker, big)
     stall_inline, _ = stall(inline, big)
-    rows["event_loop_stall_ms"] = {"prompt_tokens": big_tokens, "worker": stall_worker * 1000,
-                                   "inline": stall_inline * 1000}
+    rows["event_loop_stall_ms"] = {
+        "prompt_tokens": big_tokens,
+        "worker": stall_worker * 1000,
+        "inline": stall_inline * 1000,
+    }
 
     pid = worker.worker_pid()
     one = rss_mb(pid) if pid else float("nan")
     again = Engine.get(args.model, num_threads=THREADS, execution="process")
     again.generate(question, validated_options(max_new_tokens=4))
     two = rss_mb(pid) if pid else float("nan")
-    rows["memory_mb"] = {"worker_rss_one_adapter": one, "worker_rss_two_adapters": two,
-                         "shared_engine": again is worker, "caller_rss": rss_mb(os.getpid())}
+    rows["memory_mb"] = {
+        "worker_rss_one_adapter": one,
+        "worker_rss_two_adapters": two,
+        "shared_engine": again is worker,
+        "caller_rss": rss_mb(os.getpid()),
+    }
 
     print(f"model {args.model.name}, {THREADS} threads, prompt {len(prompt_ids)} tokens, {args.new_tokens} new tokens")
     print(f"decode tokens/s, median of {args.rounds} round-robin rounds:")
     for name, r in rates.items():
         print(f"  {name:<20}{r:>8.0f}   {r / raw:>5.2f}x raw")
-    print(f"second-turn TTFT ({rows['second_turn_ttft_s']['prompt_tokens']} tokens): cold {cold * 1000:.1f} ms, "
-          f"warm {warm * 1000:.1f} ms, ratio {warm / cold:.2f}")
-    print(f"event-loop stall, {big_tokens}-token prefill: worker {stall_worker * 1000:.1f} ms, "
-          f"inline {stall_inline * 1000:.1f} ms")
+    print(
+        f"second-turn TTFT ({rows['second_turn_ttft_s']['prompt_tokens']} tokens): cold {cold * 1000:.1f} ms, "
+        f"warm {warm * 1000:.1f} ms, ratio {warm / cold:.2f}"
+    )
+    print(
+        f"event-loop stall, {big_tokens}-token prefill: worker {stall_worker * 1000:.1f} ms, "
+        f"inline {stall_inline * 1000:.1f} ms"
+    )
     print(f"worker RSS: one adapter {one:.0f} MB, two adapters {two:.0f} MB (one shared model: {again is worker})")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2) + "\n")

@@ -83,7 +83,10 @@ def main() -> None:
             rows[name].append((peak, cpu))
             texts.add(response.message.content or "")
             tokens = response.raw["usage"]["completion_tokens"] if response.raw else 0
-        print(f"  round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1][0]:.1f} MB" for k, v in rows.items()), flush=True)
+        print(
+            f"  round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v[-1][0]:.1f} MB" for k, v in rows.items()),
+            flush=True,
+        )
     assert len(texts) == 1, "the calls gave different answers"
     result: dict[str, Any] = {
         "model": MODEL.name,

@@ -76,7 +76,9 @@ def workloads() -> dict[str, list[str]]:
     return out
 
 
-def side_by_side(run: Callable[[Any, list[str]], Any], engines: dict[str, Any], texts: list[str], rounds: int) -> dict[str, Any]:
+def side_by_side(
+    run: Callable[[Any, list[str]], Any], engines: dict[str, Any], texts: list[str], rounds: int
+) -> dict[str, Any]:
     """Time both engines on ``texts``, alternating; the per-round ratio whole/split, and what each ran."""
     for engine in engines.values():
         run(engine, texts)  # sessions opened before timing

@@ -153,7 +153,8 @@ class FloorPipe:
     def __init__(self, model_path: Path) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", CHILD_SOURCE, str(model_path), _overlay()],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         self.pid = self.proc.pid
 
@@ -231,8 +232,13 @@ def adapter_streams(
         from langchain_ryzenai import ChatRyzenAI
 
         llm = ChatRyzenAI(
-            model=str(model), temperature=0, max_tokens=new, num_threads=THREADS, kv_reuse=False,
-            session_options=SESSION_OPTIONS, execution=execution,
+            model=str(model),
+            temperature=0,
+            max_tokens=new,
+            num_threads=THREADS,
+            kv_reuse=False,
+            session_options=SESSION_OPTIONS,
+            execution=execution,
         )
         streams["langchain_stream" + suffix] = functools.partial(
             langchain_pieces, llm, [SystemMessage(SYSTEM), HumanMessage(USER)]
@@ -245,8 +251,13 @@ def adapter_streams(
         from llamaindex_ryzenai import RyzenAILLM
 
         li = RyzenAILLM(
-            model=str(model), temperature=0, max_new_tokens=new, num_threads=THREADS, kv_reuse=False,
-            session_options=SESSION_OPTIONS, execution=execution,
+            model=str(model),
+            temperature=0,
+            max_new_tokens=new,
+            num_threads=THREADS,
+            kv_reuse=False,
+            session_options=SESSION_OPTIONS,
+            execution=execution,
         )
         streams["llamaindex_stream" + suffix] = functools.partial(
             llamaindex_pieces, li, [LIMessage(role="system", content=SYSTEM), LIMessage(role="user", content=USER)]
@@ -526,8 +537,10 @@ def measure(name: str, path: Path, rounds: int, new: int) -> dict[str, Any]:
         "ttft_overhead_ms": {},
         "overhead_us_per_token": {},
         "fastest_round_vs_raw": {},
-        "rounds_s": {k: [[round(t, 5), round(f, 5), round(c, 5)] for (t, f, _), c in zip(rs, cpu[k], strict=True)]
-                     for k, rs in runs.items()},
+        "rounds_s": {
+            k: [[round(t, 5), round(f, 5), round(c, 5)] for (t, f, _), c in zip(rs, cpu[k], strict=True)]
+            for k, rs in runs.items()
+        },
     }
     for k, rs in runs.items():
         ratios = [rt / mt for (rt, _, _), (mt, _, _) in zip(raw, rs, strict=True)]
@@ -559,8 +572,14 @@ def _median_interval(values: list[float], resamples: int = 2000) -> list[float]:
 
 def markdown_header(results: dict[str, Any]) -> list[str]:
     """The header of the table :func:`markdown_rows` fills (one column a method, as the rows have them)."""
-    cols = ["run, conditions (`benchmarks/results/overhead-run*.json`)", "model, raw loop ms/token", "core in-process",
-            "core via the worker", "`ChatRyzenAI.stream`", "`RyzenAILLM.stream_chat`"]
+    cols = [
+        "run, conditions (`benchmarks/results/overhead-run*.json`)",
+        "model, raw loop ms/token",
+        "core in-process",
+        "core via the worker",
+        "`ChatRyzenAI.stream`",
+        "`RyzenAILLM.stream_chat`",
+    ]
     if results.get("inline_adapters"):
         cols += ["`ChatRyzenAI.stream`, inline", "`RyzenAILLM.stream_chat`, inline"]
     cols += ["floor: pipe", "floor: LangChain", "floor: LlamaIndex"]
@@ -581,11 +600,16 @@ def markdown_rows(results: dict[str, Any]) -> list[str]:
                 cells.append("-")
                 continue
             s, c, t = res["speed_vs_raw"][k], res["cpu_time_vs_raw"][k], res["ttft_overhead_ms"][k]
-            band = f"90% {s['median_90pct'][0]:.2f}-{s['median_90pct'][1]:.2f}" if "median_90pct" in s else (
-                f"{s['min']:.2f}-{s['max']:.2f}")
+            band = (
+                f"90% {s['median_90pct'][0]:.2f}-{s['median_90pct'][1]:.2f}"
+                if "median_90pct" in s
+                else (f"{s['min']:.2f}-{s['max']:.2f}")
+            )
             cells.append(f"{s['median']:.2f}x ({band}); CPU {c['median']:.2f}x; TTFT {t['median']:+.1f} ms")
-        head = (f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
-                f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}")
+        head = (
+            f"{results['label']}; {res['rounds']} rounds, {results['threads']} thread(s), load average "
+            f"{results['load_average_before'][0]:.1f} / {results['load_average_after'][0]:.1f}"
+        )
         rows.append(f"| {head} | {name}, {res['raw_ms_per_token']:.2f} | " + " | ".join(cells) + " |")
     return rows
 
@@ -603,17 +627,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/overhead.json)")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write the results here (e.g. benchmarks/results/overhead.json)"
+    )
     parser.add_argument("--label", default="", help="a note stored with the results (e.g. the load on the machine)")
     parser.add_argument("--threads", type=int, default=2, help="runtime threads, the same on every side")
-    parser.add_argument("--session-options", type=json.loads, default={},
-                        help='ONNX Runtime session options of every side, as JSON (e.g. '
-                        '\'{"session.intra_op.allow_spinning": "0"}\')')
-    parser.add_argument("--inline-adapters", action="store_true",
-                        help='also time both adapters with execution="inline" (no worker process)')
-    parser.add_argument("--methods", nargs="*", default=[],
-                        help="time only these methods beside the raw loop (e.g. core_worker floor_pipe): "
-                        "fewer methods a round, so the methods of a round run closer together in time")
+    parser.add_argument(
+        "--session-options",
+        type=json.loads,
+        default={},
+        help='ONNX Runtime session options of every side, as JSON (e.g. \'{"session.intra_op.allow_spinning": "0"}\')',
+    )
+    parser.add_argument(
+        "--inline-adapters",
+        action="store_true",
+        help='also time both adapters with execution="inline" (no worker process)',
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="*",
+        default=[],
+        help="time only these methods beside the raw loop (e.g. core_worker floor_pipe): "
+        "fewer methods a round, so the methods of a round run closer together in time",
+    )
     args = parser.parse_args()
     METHODS = args.methods
     THREADS = args.threads
@@ -642,8 +678,10 @@ def main() -> None:
             f"{args.rounds} rounds; raw loop {res['raw_ms_per_token']:.3f} ms/token, TTFT {res['raw_ttft_ms']:.1f} ms; "
             f"template render {res['template_render_ms']:.2f} ms"
         )
-        print(f"  {'method':<26}{'speed vs raw (min-max; median 90%)':>42}{'us/token over raw':>20}"
-              f"{'TTFT over raw, ms':>20}{'CPU time vs raw':>18}{'fastest rounds':>16}")
+        print(
+            f"  {'method':<26}{'speed vs raw (min-max; median 90%)':>42}{'us/token over raw':>20}"
+            f"{'TTFT over raw, ms':>20}{'CPU time vs raw':>18}{'fastest rounds':>16}"
+        )
         for k, s in res["speed_vs_raw"].items():
             o, t, c = res["overhead_us_per_token"][k], res["ttft_overhead_ms"][k], res["cpu_time_vs_raw"][k]
             lo, hi = s["median_90pct"]

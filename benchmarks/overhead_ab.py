@@ -37,8 +37,20 @@ def run(checkout: Path, pythonpath: str | None, threads: int, rounds: int, token
     """One whole run of ``checkout``'s overhead.py on ``model``; its results."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [sys.executable, str(checkout / "benchmarks" / "overhead.py"), "--models", model,
-               "--rounds", str(rounds), "--new-tokens", str(tokens), "--threads", str(threads), "--json", str(out)]
+        cmd = [
+            sys.executable,
+            str(checkout / "benchmarks" / "overhead.py"),
+            "--models",
+            model,
+            "--rounds",
+            str(rounds),
+            "--new-tokens",
+            str(tokens),
+            "--threads",
+            str(threads),
+            "--json",
+            str(out),
+        ]
         env = None if pythonpath is None else {**os.environ, "PYTHONPATH": pythonpath}
         subprocess.run(cmd, check=True, env=env, cwd=pythonpath, capture_output=True, text=True, timeout=1800)  # noqa: S603
         result: dict[str, Any] = json.loads(out.read_text())
@@ -68,12 +80,16 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", type=Path, required=True, help="the other checkout (e.g. a worktree of an older commit)")
+    parser.add_argument(
+        "--base", type=Path, required=True, help="the other checkout (e.g. a worktree of an older commit)"
+    )
     parser.add_argument("--pairs", type=int, default=4, help="runs of each side per thread count")
     parser.add_argument("--threads", type=int, nargs="*", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--new-tokens", type=int, default=128)
-    parser.add_argument("--model", default="bench-30m", help="overhead.py's model (bench-30m, or the tiny-llama fixture)")
+    parser.add_argument(
+        "--model", default="bench-30m", help="overhead.py's model (bench-30m, or the tiny-llama fixture)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -87,7 +103,9 @@ def main() -> None:
     results: dict[str, Any] = {}
     for threads in args.threads:
         keys = ("time", "cpu", "cpu_us", "floor_cpu_us")
-        got: dict[str, dict[str, dict[str, list[float]]]] = {s: {f: {k: [] for k in keys} for f in PAIRS} for s in sides}
+        got: dict[str, dict[str, dict[str, list[float]]]] = {
+            s: {f: {k: [] for k in keys} for f in PAIRS} for s in sides
+        }
         order = [s for i in range(args.pairs) for s in (("this", "base") if i % 2 == 0 else ("base", "this"))]
         for i, side in enumerate(order, 1):
             checkout, pythonpath = sides[side]
@@ -96,10 +114,13 @@ def main() -> None:
             for face, values in ratios(model, args.new_tokens).items():
                 for key in keys:
                     got[side][face][key].extend(values[key])
-        results[str(threads)] = {s: {f: {k: summary(v) for k, v in d.items()} for f, d in faces.items()}
-                                 for s, faces in got.items()}
-        print(f"\n{threads} runtime thread(s): face / its floor, median over {args.pairs} runs x {args.rounds} rounds "
-              "(middle half); above 1 is slower")
+        results[str(threads)] = {
+            s: {f: {k: summary(v) for k, v in d.items()} for f, d in faces.items()} for s, faces in got.items()
+        }
+        print(
+            f"\n{threads} runtime thread(s): face / its floor, median over {args.pairs} runs x {args.rounds} rounds "
+            "(middle half); above 1 is slower"
+        )
         print(f"  {'face':<20} {'time, this':>22} {'time, base':>22} {'CPU, this':>22} {'CPU, base':>22}")
         for face in PAIRS:
             cells = []
@@ -111,12 +132,26 @@ def main() -> None:
         print("  CPU a token, µs (median): face this / base; its floor this / base")
         for face, floor in PAIRS.items():
             cpu = {side: results[str(threads)][side][face] for side in sides}
-            print(f"  {face:<20} {cpu['this']['cpu_us']['median']:>8.1f} / {cpu['base']['cpu_us']['median']:<8.1f}"
-                  f"  {floor}: {cpu['this']['floor_cpu_us']['median']:.1f} / {cpu['base']['floor_cpu_us']['median']:.1f}")
+            print(
+                f"  {face:<20} {cpu['this']['cpu_us']['median']:>8.1f} / {cpu['base']['cpu_us']['median']:<8.1f}"
+                f"  {floor}: {cpu['this']['floor_cpu_us']['median']:.1f} / {cpu['base']['floor_cpu_us']['median']:.1f}"
+            )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"base": str(args.base), "model": args.model, "rounds": args.rounds, "pairs": args.pairs,
-                                         "new_tokens": args.new_tokens, "results": results}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "base": str(args.base),
+                    "model": args.model,
+                    "rounds": args.rounds,
+                    "pairs": args.pairs,
+                    "new_tokens": args.new_tokens,
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
         print(f"wrote {args.json}")
 
 

@@ -152,8 +152,10 @@ def padding_and_speed(model: Path, work: list[tuple[str, list[str]]], repeats: i
         "pairs": count,
         "real_tokens": real,
         "truncated_pairs": sum(len(r.truncated) for r in results["dynamic"]),
-        "pair_tokens": {"median": statistics.median(t for r in results["dynamic"] for t in r.tokens),
-                        "max": max(t for r in results["dynamic"] for t in r.tokens)},
+        "pair_tokens": {
+            "median": statistics.median(t for r in results["dynamic"] for t in r.tokens),
+            "max": max(t for r in results["dynamic"] for t in r.tokens),
+        },
     }
     for name, rs in results.items():
         med = statistics.median(times[name])

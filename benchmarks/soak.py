@@ -24,11 +24,21 @@ from ryzenai_core.options import validated_options
 from ryzenai_core.prompt.structured import json_schema_guidance, tool_call_guidance
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "look a word up",
-                                            "parameters": {"type": "object", "properties": {"word": {"type": "string"}},
-                                                           "required": ["word"]}}}]
-SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}, "score": {"type": "integer"}},
-          "required": ["answer", "score"]}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "look a word up",
+            "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+        },
+    }
+]
+SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}, "score": {"type": "integer"}},
+    "required": ["answer", "score"],
+}
 
 
 def rss_mb(pid: int) -> float:
@@ -40,9 +50,13 @@ def rss_mb(pid: int) -> float:
 
 
 def one_call(engine: Engine, rng: random.Random, i: int) -> str:
-    msgs = [ChatMessage("system", "You are terse."), ChatMessage("user", f"Question {i}: " + "why " * rng.randint(1, 60))]
-    kind = rng.choice(["generate", "stream_close", "async", "async_cancel", "timeout", "stop", "tools", "json",
-                       "count", "overflow"])
+    msgs = [
+        ChatMessage("system", "You are terse."),
+        ChatMessage("user", f"Question {i}: " + "why " * rng.randint(1, 60)),
+    ]
+    kind = rng.choice(
+        ["generate", "stream_close", "async", "async_cancel", "timeout", "stop", "tools", "json", "count", "overflow"]
+    )
     if kind == "generate":
         engine.generate(msgs, validated_options(max_new_tokens=rng.randint(1, 24), temperature=0.7, seed=i))
     elif kind == "stream_close":
@@ -52,6 +66,7 @@ def one_call(engine: Engine, rng: random.Random, i: int) -> str:
     elif kind == "async":
         asyncio.run(engine.agenerate(msgs, validated_options(max_new_tokens=12)))
     elif kind == "async_cancel":
+
         async def cancel() -> None:
             task = asyncio.create_task(engine.agenerate(msgs, validated_options(max_new_tokens=400)))
             await asyncio.sleep(0.01)
@@ -60,6 +75,7 @@ def one_call(engine: Engine, rng: random.Random, i: int) -> str:
                 await task
             except asyncio.CancelledError:
                 pass
+
         asyncio.run(cancel())
     elif kind == "timeout":
         try:
@@ -106,7 +122,9 @@ def main() -> None:
     growth_w = (end_worker - base_worker) / base_worker
     growth_c = (end_caller - base_caller) / base_caller
     result = {
-        "calls": args.calls, "seconds": round(time.perf_counter() - t0, 1), "mix": counts,
+        "calls": args.calls,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "mix": counts,
         "worker_rss_mb": {"after_warmup": base_worker, "end": end_worker, "growth": growth_w},
         "caller_rss_mb": {"after_warmup": base_caller, "end": end_caller, "growth": growth_c},
     }

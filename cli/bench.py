@@ -107,9 +107,7 @@ def _chart(rows: list[dict[str, Any]], title: str, path: Path) -> None:
     xs = [r["prompt_tokens"] for r in rows]
     ys = [r["ttft_ms"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
-    ax.plot(
-        xs, ys, drawstyle=ttft_drawstyle(rows), color="#c00", marker="o", markersize=3, label="time to first token"
-    )
+    ax.plot(xs, ys, drawstyle=ttft_drawstyle(rows), color="#c00", marker="o", markersize=3, label="time to first token")
     buckets = sorted({r["prefill_bucket"] for r in rows if r["prefill_bucket"]})
     for b in buckets:
         ax.axvline(b, color="#999", linewidth=0.6, linestyle=":")

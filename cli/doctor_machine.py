@@ -342,8 +342,10 @@ def _check_linux(report: Report, devices: list[dict[str, Any]], runtime: NpuRunt
     if ini["exists"] and ini["num_heap_pages"]:
         report.add("XRT_INI_PATH", "ok", f"{ini['path']} sets num_heap_pages = {ini['num_heap_pages']}")
     else:
-        what = f"{ini['path']} does not set num_heap_pages" if ini["exists"] else (
-            f"{ini['path']} does not exist" if ini["path"] else "is not set"
+        what = (
+            f"{ini['path']} does not set num_heap_pages"
+            if ini["exists"]
+            else (f"{ini['path']} does not exist" if ini["path"] else "is not set")
         )
         report.add(
             "XRT_INI_PATH",

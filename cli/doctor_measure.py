@@ -196,8 +196,7 @@ def _compare(report: Report, name: str, results: dict[str, Any], peak: int | Non
     figure = published_for(name)
     if figure is None:
         table = "; ".join(
-            f"{p.label}: {ms(p.ttft)} at {p.prompt_tokens} tokens, {p.decode} tokens/s" 
-            for p in PUBLISHED
+            f"{p.label}: {ms(p.ttft)} at {p.prompt_tokens} tokens, {p.decode} tokens/s" for p in PUBLISHED
         )
         report.add("AMD's figures", "skip", f"AMD publishes none for {name} (published: {table})")
         return

@@ -259,6 +259,7 @@ def _check_reranker(report: Report, path: Path) -> None:
         f"{facts['provider']} with {facts['run_shapes']} shapes",
     )
     passages = ["The NPU runs precompiled fixed shapes.", "Cats sleep for most of the day."]
+
     def first_score() -> tuple[Any, float]:
         start = time.perf_counter()
         result = engine.rerank("What does the NPU run?", passages)

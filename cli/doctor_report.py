@@ -56,7 +56,6 @@ class Report:
         }
 
 
-
 def ms(seconds: float | None) -> str:
     """A duration in milliseconds, as the report prints it (``-`` when unknown)."""
     return f"{1000 * seconds:.0f} ms" if seconds is not None else "-"

@@ -226,8 +226,7 @@ def _read_bytes(value: Any, label: str) -> bytes:
         value = os.fspath(value)
     if not isinstance(value, str) or not value:
         raise InvalidRequestError(
-            f"{label} has no image: give bytes, a local path, a file:// URL or a data: URL "
-            f"(got {type(value).__name__})"
+            f"{label} has no image: give bytes, a local path, a file:// URL or a data: URL (got {type(value).__name__})"
         )
     lowered = value[:16].lower()
     if lowered.startswith(("http://", "https://")):

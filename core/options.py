@@ -524,8 +524,6 @@ def validated_options(**kwargs: Any) -> GenerationOptions:
     return GenerationOptions(**kwargs)
 
 
-
-
 # ---------------------------------------------------------------------- what the runtime is sent
 # Library defaults, used when neither the caller nor the package sets a value.
 _LIBRARY_DEFAULTS: dict[str, Any] = {"do_sample": False, "temperature": 1.0, "top_k": 50, "top_p": 1.0}

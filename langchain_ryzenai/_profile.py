@@ -96,8 +96,28 @@ def _filling(name: str) -> Any:
 
 
 for _name in (
-    "__contains__", "__eq__", "__getitem__", "__ior__", "__iter__", "__len__", "__ne__", "__or__", "__repr__",
-    "__reversed__", "__ror__", "__delitem__", "__setitem__", "clear", "copy", "get", "items", "keys", "pop",
-    "popitem", "setdefault", "update", "values",
+    "__contains__",
+    "__eq__",
+    "__getitem__",
+    "__ior__",
+    "__iter__",
+    "__len__",
+    "__ne__",
+    "__or__",
+    "__repr__",
+    "__reversed__",
+    "__ror__",
+    "__delitem__",
+    "__setitem__",
+    "clear",
+    "copy",
+    "get",
+    "items",
+    "keys",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+    "values",
 ):
     setattr(PackageProfile, _name, _filling(_name))

@@ -554,5 +554,3 @@ class RyzenAILLM(StructuredOutput, LLMSettings):
                 "force one with tool_required=True (or tool_choice=<name>)"
             )
         return calls
-
-

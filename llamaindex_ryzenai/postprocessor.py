@@ -176,11 +176,7 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
         limit: int | None = None
         shift = 0  # how much the counts overestimate the real prompt (separators, cut text)
         for _ in range(_ATTEMPTS):
-            plan = (
-                first
-                if limit is None and shift == 0
-                else pack(budget, base - shift, counts, limit=limit)
-            )
+            plan = first if limit is None and shift == 0 else pack(budget, base - shift, counts, limit=limit)
             outcome = measure(plan.packed)
             if fits(outcome, plan):
                 if best is None or outcome.padding < best[1].padding:
@@ -236,7 +232,6 @@ class BucketPackingPostprocessor(BaseNodePostprocessor):
             node = _with_report(original.node, report, text, index == plan.packed.partial)
             out.append(NodeWithScore(node=node, score=original.score))
         return out
-
 
     def _without_buckets(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
         """Default packing, reported: a package without prefill buckets has no edge to land on."""

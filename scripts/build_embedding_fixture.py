@@ -108,7 +108,9 @@ def bert_graph(bert: Bert, *, batch: int | str, seq: int | str, name: str) -> on
         return op("Add", [op("MatMul", [x, weight(prefix + ".weight", transpose=True)]), weight(prefix + ".bias")])
 
     def layer_norm(x: str, prefix: str) -> str:
-        return op("LayerNormalization", [x, weight(prefix + ".weight"), weight(prefix + ".bias")], axis=-1, epsilon=bert.eps)
+        return op(
+            "LayerNormalization", [x, weight(prefix + ".weight"), weight(prefix + ".bias")], axis=-1, epsilon=bert.eps
+        )
 
     hidden, heads = bert.hidden, bert.heads
     head_dim = hidden // heads
@@ -144,7 +146,13 @@ def bert_graph(bert: Bert, *, batch: int | str, seq: int | str, name: str) -> on
         x = layer_norm(op("Add", [x, attn]), p + "attention.output.LayerNorm")
         h = linear(x, p + "intermediate.dense")
         erf = op("Erf", [op("Mul", [h, const(np.array(1.0 / np.sqrt(2.0), np.float32), "rsqrt2")])])
-        gelu = op("Mul", [op("Mul", [h, const(np.array(0.5, np.float32), "half")]), op("Add", [erf, const(np.array(1.0, np.float32), "one_g")])])
+        gelu = op(
+            "Mul",
+            [
+                op("Mul", [h, const(np.array(0.5, np.float32), "half")]),
+                op("Add", [erf, const(np.array(1.0, np.float32), "one_g")]),
+            ],
+        )
         ff = linear(gelu, p + "output.dense")
         x = layer_norm(op("Add", [x, ff]), p + "output.LayerNorm")
     nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
@@ -250,12 +258,21 @@ def build_fixtures(out: Path) -> None:
         "mask_token": "[MASK]",
         "tokenizer_class": "BertTokenizer",
     }
-    facts = {"layers": bert.layers, "hidden": bert.hidden, "heads": bert.heads, "vocab": vocab, "positions": positions, "seed": SEED}
+    facts = {
+        "layers": bert.layers,
+        "hidden": bert.hidden,
+        "heads": bert.heads,
+        "vocab": vocab,
+        "positions": positions,
+        "seed": SEED,
+    }
 
     st = out / "tiny-bert-st"
     shutil.rmtree(st, ignore_errors=True)
     (st / "onnx").mkdir(parents=True)
-    onnx.save_model(bert_graph(bert, batch="batch_size", seq="sequence_length", name="tiny-bert"), st / "onnx" / "model.onnx")
+    onnx.save_model(
+        bert_graph(bert, batch="batch_size", seq="sequence_length", name="tiny-bert"), st / "onnx" / "model.onnx"
+    )
     tok.save(str(st / "tokenizer.json"))
     _write_json(st / "config.json", config)
     _write_json(st / "tokenizer_config.json", tok_config)
@@ -263,8 +280,12 @@ def build_fixtures(out: Path) -> None:
     _write_json(st / "1_Pooling" / "config.json", _pooling(bert.hidden, "mean"))
     _write_json(st / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
     (st / "README.md").write_text(
-        CARD.format(name="tiny-bert-st", layout="Laid out as Hugging Face ships sentence-transformers "
-                    "models: `onnx/model.onnx` with dynamic (batch, sequence) axes, mean pooling, then Normalize.", **facts),
+        CARD.format(
+            name="tiny-bert-st",
+            layout="Laid out as Hugging Face ships sentence-transformers "
+            "models: `onnx/model.onnx` with dynamic (batch, sequence) axes, mean pooling, then Normalize.",
+            **facts,
+        ),
         encoding="utf-8",
     )
 
@@ -277,8 +298,12 @@ def build_fixtures(out: Path) -> None:
     _write_json(static / "tokenizer_config.json", tok_config)
     _write_json(static / "1_Pooling" / "config.json", _pooling(bert.hidden, "cls"))
     (static / "README.md").write_text(
-        CARD.format(name="tiny-bert-static", layout="Laid out as AMD's NPU examples export BERT encoders: one "
-                    f"`model.onnx` with a static (1, {max_length}) shape (same weights as tiny-bert-st), CLS pooling.", **facts),
+        CARD.format(
+            name="tiny-bert-static",
+            layout="Laid out as AMD's NPU examples export BERT encoders: one "
+            f"`model.onnx` with a static (1, {max_length}) shape (same weights as tiny-bert-st), CLS pooling.",
+            **facts,
+        ),
         encoding="utf-8",
     )
     print(f"wrote {st} and {static}")
@@ -291,7 +316,9 @@ def convert_safetensors(src: Path, out: Path) -> None:
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     raw = load_file(str(src / "model.safetensors"))
     weights = {k.removeprefix("bert."): v for k, v in raw.items() if not k.startswith(("pooler.", "bert.pooler."))}
-    bert = Bert(weights, config["num_hidden_layers"], config["num_attention_heads"], config.get("layer_norm_eps", 1e-12))
+    bert = Bert(
+        weights, config["num_hidden_layers"], config["num_attention_heads"], config.get("layer_norm_eps", 1e-12)
+    )
     (out / "onnx").mkdir(parents=True, exist_ok=True)
     model = bert_graph(bert, batch="batch_size", seq="sequence_length", name=src.name)
     onnx.save_model(model, out / "onnx" / "model.onnx")
@@ -314,7 +341,12 @@ def check_against_transformers(src: Path, model_file: Path) -> None:
 
     tok = AutoTokenizer.from_pretrained(src)
     ref = AutoModel.from_pretrained(src).eval()
-    texts = ["A man is eating food.", "A man is eating a piece of bread.", "The Orsk Foundry is in Tamberlow. " * 6, "hi"]
+    texts = [
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "The Orsk Foundry is in Tamberlow. " * 6,
+        "hi",
+    ]
     batch = tok(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
     with torch.no_grad():
         want = ref(**batch).last_hidden_state.numpy()

@@ -367,7 +367,10 @@ def write_layout(folder: Path, saved: Path) -> None:
             "include_prompt": True,
         },
     )
-    for sub, (size_in, size_out) in (("2_Dense", (SIZE["hidden_size"], DENSE)), ("3_Dense", (DENSE, SIZE["hidden_size"]))):
+    for sub, (size_in, size_out) in (
+        ("2_Dense", (SIZE["hidden_size"], DENSE)),
+        ("3_Dense", (DENSE, SIZE["hidden_size"])),
+    ):
         write_json(
             folder / sub / "config.json",
             {
@@ -378,10 +381,18 @@ def write_layout(folder: Path, saved: Path) -> None:
             },
         )
         shutil.copy2(saved / sub / "model.safetensors", folder / sub / "model.safetensors")
-    write_json(folder / "sentence_bert_config.json", {"max_seq_length": SIZE["max_position_embeddings"], "do_lower_case": False})
+    write_json(
+        folder / "sentence_bert_config.json",
+        {"max_seq_length": SIZE["max_position_embeddings"], "do_lower_case": False},
+    )
     write_json(
         folder / "config_sentence_transformers.json",
-        {"model_type": "SentenceTransformer", "prompts": PROMPTS, "default_prompt_name": None, "similarity_fn_name": "cosine"},
+        {
+            "model_type": "SentenceTransformer",
+            "prompts": PROMPTS,
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
     )
 
 

@@ -364,7 +364,9 @@ def llama_hybrid() -> Path:
     (folder / "model.bin").write_bytes(b"\x00" * 64)
     (folder / "cache").mkdir()
     with zipfile.ZipFile(folder / "cache" / "txn_bins.zip", "w") as z:
-        z.writestr(zipfile.ZipInfo("txn_0.bin", date_time=(2025, 1, 1, 0, 0, 0)), b"\x00" * 16)  # the same bytes each build
+        z.writestr(
+            zipfile.ZipInfo("txn_0.bin", date_time=(2025, 1, 1, 0, 0, 0)), b"\x00" * 16
+        )  # the same bytes each build
     (folder / "LICENSE.txt").write_text("MIT License (placeholder in this replica).\n", encoding="utf-8")
     _common_llama_files(folder, name)
     return folder

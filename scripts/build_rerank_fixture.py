@@ -82,7 +82,9 @@ def reference_pairs() -> list[list[str]]:
     queries, passages = _queries_and_passages()
     pairs = [[q, p] for q in queries[:3] for p in passages[:4]]
     pairs.append([queries[0], " ".join(passages * 6)])  # over the maximum: only the passage is cut
-    pairs.append(["Wer leitet das Vantor-Labor?", "Ilsa Brandecott — directrice du laboratoire Vantor (ヴァントール) 🧪."])
+    pairs.append(
+        ["Wer leitet das Vantor-Labor?", "Ilsa Brandecott — directrice du laboratoire Vantor (ヴァントール) 🧪."]
+    )
     pairs.append(["cafe\u0301 na\u00efve", "zero\u200bwidth and combining a\u0308 characters"])
     pairs.append(["vantor", "x"])
     return pairs
@@ -144,13 +146,34 @@ def _write_json(path: Path, data: Any) -> None:
 def _tokenizer_files(folder: Path, tok: Any, family: str) -> None:
     tok.save(str(folder / "tokenizer.json"))
     if family == "bert":
-        specials = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]"}
-        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": True, "strip_accents": None, "tokenize_chinese_chars": True}
+        specials = {
+            "cls_token": "[CLS]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "unk_token": "[UNK]",
+            "mask_token": "[MASK]",
+        }
+        config = {
+            "tokenizer_class": "BertTokenizer",
+            "do_lower_case": True,
+            "strip_accents": None,
+            "tokenize_chinese_chars": True,
+        }
     else:
-        specials = {"bos_token": "<s>", "eos_token": "</s>", "cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>",
-                    "unk_token": "<unk>", "mask_token": "<mask>"}
+        specials = {
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "cls_token": "<s>",
+            "sep_token": "</s>",
+            "pad_token": "<pad>",
+            "unk_token": "<unk>",
+            "mask_token": "<mask>",
+        }
         config = {"tokenizer_class": "XLMRobertaTokenizer"}
-    _write_json(folder / "tokenizer_config.json", {**config, **specials, "model_max_length": MAX_LENGTH, "clean_up_tokenization_spaces": True})
+    _write_json(
+        folder / "tokenizer_config.json",
+        {**config, **specials, "model_max_length": MAX_LENGTH, "clean_up_tokenization_spaces": True},
+    )
     _write_json(folder / "special_tokens_map.json", specials)
 
 
@@ -165,15 +188,30 @@ def build_model(family: str, vocab: int, labels: int, seed: int) -> Any:
 
     torch.manual_seed(seed)
     id2label = {0: "LABEL_0"} if labels == 1 else {0: "not_duplicate", 1: "duplicate"}
-    common = {**SIZE, "vocab_size": vocab, "num_labels": labels, "id2label": id2label,
-              "label2id": {v: k for k, v in id2label.items()}, "initializer_range": INIT_RANGE,
-              "attn_implementation": "eager", "hidden_act": "gelu"}
+    common = {
+        **SIZE,
+        "vocab_size": vocab,
+        "num_labels": labels,
+        "id2label": id2label,
+        "label2id": {v: k for k, v in id2label.items()},
+        "initializer_range": INIT_RANGE,
+        "attn_implementation": "eager",
+        "hidden_act": "gelu",
+    }
     if family == "bert":
-        model = BertForSequenceClassification(BertConfig(**common, max_position_embeddings=MAX_LENGTH, type_vocab_size=2, pad_token_id=0))
+        model = BertForSequenceClassification(
+            BertConfig(**common, max_position_embeddings=MAX_LENGTH, type_vocab_size=2, pad_token_id=0)
+        )
     else:
         # XLM-RoBERTa numbers positions from pad_token_id + 1: 512 tokens need 514 position rows.
-        config = XLMRobertaConfig(**common, max_position_embeddings=MAX_LENGTH + 2, type_vocab_size=1,
-                                  pad_token_id=1, bos_token_id=0, eos_token_id=2)
+        config = XLMRobertaConfig(
+            **common,
+            max_position_embeddings=MAX_LENGTH + 2,
+            type_vocab_size=1,
+            pad_token_id=1,
+            bos_token_id=0,
+            eos_token_id=2,
+        )
         model = XLMRobertaForSequenceClassification(config)
     return model.eval()
 
@@ -250,8 +288,14 @@ def check(folder: Path, model: Any, family: str, pairs: list[list[str]], static:
     worst = max(abs(a - b) for a, b in zip(want, got, strict=True))
     assert worst < TOLERANCE, f"{folder.name}: onnxruntime differs from transformers by {worst:.2e}"
     if not static:
-        batch = tok([p[0] for p in pairs], [p[1] for p in pairs], truncation="only_second", max_length=MAX_LENGTH,
-                    padding=True, return_tensors="np")
+        batch = tok(
+            [p[0] for p in pairs],
+            [p[1] for p in pairs],
+            truncation="only_second",
+            max_length=MAX_LENGTH,
+            padding=True,
+            return_tensors="np",
+        )
         padded = session.run(["logits"], {n: batch[n].astype(np.int64) for n in names})[0][:, 0]
         worst_padded = float(np.abs(padded - np.array(want)).max())
         assert worst_padded < TOLERANCE, f"{folder.name}: a padded batch differs by {worst_padded:.2e}"
@@ -280,8 +324,15 @@ def _config(model: Any, activation: bool) -> dict[str, Any]:
     import transformers
 
     config = model.config.to_dict()
-    for key in ("_attn_implementation_autoset", "dtype", "torch_dtype", "transformers_version", "_name_or_path",
-                "attn_implementation", "output_attentions"):
+    for key in (
+        "_attn_implementation_autoset",
+        "dtype",
+        "torch_dtype",
+        "transformers_version",
+        "_name_or_path",
+        "attn_implementation",
+        "output_attentions",
+    ):
         config.pop(key, None)
     config["architectures"] = [type(model).__name__]
     config["transformers_version"] = transformers.__version__
@@ -313,8 +364,17 @@ def build(out: Path) -> None:
             shape = f"a static (1, {MAX_LENGTH}) shape" if static else "dynamic (batch_size, sequence_length) axes"
             layout = f"Laid out as Hugging Face ships cross-encoders: `onnx/model.onnx` with {shape}, inputs {', '.join(_inputs(family))}, output logits."
             (folder / "README.md").write_text(
-                CARD.format(name=folder.name, arch=arch, layers=SIZE["num_hidden_layers"], hidden=SIZE["hidden_size"],
-                            heads=SIZE["num_attention_heads"], vocab=tok.get_vocab_size(), labels=labels, seed=seed, layout=layout),
+                CARD.format(
+                    name=folder.name,
+                    arch=arch,
+                    layers=SIZE["num_hidden_layers"],
+                    hidden=SIZE["hidden_size"],
+                    heads=SIZE["num_attention_heads"],
+                    vocab=tok.get_vocab_size(),
+                    labels=labels,
+                    seed=seed,
+                    layout=layout,
+                ),
                 encoding="utf-8",
             )
             if labels != 1:
@@ -322,7 +382,9 @@ def build(out: Path) -> None:
             entry = check(folder, model, family, pairs, static)
             if static:
                 dynamic = reference["models"][name]
-                assert entry == {k: dynamic[k] for k in entry}, f"{folder.name}: the static export reads pairs differently"
+                assert entry == {k: dynamic[k] for k in entry}, (
+                    f"{folder.name}: the static export reads pairs differently"
+                )
                 continue
             scores = cross_encoder_scores(model, folder, pairs)
             sigmoid = [1 / (1 + math.exp(-x)) for x in entry["logits"]]
@@ -330,7 +392,9 @@ def build(out: Path) -> None:
             assert worst < 1e-6, f"{name}: CrossEncoder.predict is not the sigmoid of the logits ({worst:.2e})"
             entry["scores"] = scores
             reference["models"][name] = entry
-            print(f"{name}: CrossEncoder.predict = sigmoid(logits) within {worst:.1e}; scores {min(scores):.3f}..{max(scores):.3f}")
+            print(
+                f"{name}: CrossEncoder.predict = sigmoid(logits) within {worst:.1e}; scores {min(scores):.3f}..{max(scores):.3f}"
+            )
     _write_json(out / "reference.json", reference)
     print(f"wrote {out}")
 

@@ -140,8 +140,10 @@ def adapters_cell(model: Path, n: int, max_new_tokens: int) -> dict:
         ok = 0
         fails = []
         for ex in exs:
-            nodes = [NodeWithScore(node=TextNode(text=d.text, metadata={"file_path": f"/docs/{d.slug}.txt"}), score=1.0)
-                     for d in ex["docs"]]
+            nodes = [
+                NodeWithScore(node=TextNode(text=d.text, metadata={"file_path": f"/docs/{d.slug}.txt"}), score=1.0)
+                for d in ex["docs"]
+            ]
             q = _question(ex["messages"])
             out = _norm(str(synth.synthesize(q, nodes=nodes)))
             ok += out == ex["answer"]
@@ -166,7 +168,9 @@ def langchain_chain(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
 
     from langchain_ryzenai import ChatRyzenAI  # type: ignore[attr-defined]
 
-    prompt = ChatPromptTemplate.from_messages([("system", system), ("human", "Context: {context}\n\nQuestion: {question}")])
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", system), ("human", "Context: {context}\n\nQuestion: {question}")]
+    )
     llm = ChatRyzenAI(model=str(model), temperature=0, max_tokens=max_new_tokens, **llm_kwargs)
     return prompt | llm | StrOutputParser()
 
@@ -177,7 +181,9 @@ def summary_index_answer(llm, texts: list[str], question: str, metadata: list[di
     from llama_index.core import Document, SummaryIndex
 
     docs = [Document(text=t, metadata=m) for t, m in zip(texts, metadata or [{} for _ in texts], strict=True)]
-    return _norm(str(SummaryIndex.from_documents(docs).as_query_engine(llm=llm, response_mode="compact").query(question)))
+    return _norm(
+        str(SummaryIndex.from_documents(docs).as_query_engine(llm=llm, response_mode="compact").query(question))
+    )
 
 
 def _score_faces(items: list[dict], answer: dict, max_failures: int | None = None) -> dict:
@@ -194,8 +200,13 @@ def _score_faces(items: list[dict], answer: dict, max_failures: int | None = Non
                 kinds[error_kind(got, item)] += 1
                 if max_failures is None or len(fails) < max_failures:
                     fails.append({"question": item["question"], "expected": item["answer"], "got": got})
-        res[face] = {"correct": ok, "n": len(items), "accuracy": round(ok / len(items), 4), "errors": kinds,
-                     "failures": fails}
+        res[face] = {
+            "correct": ok,
+            "n": len(items),
+            "accuracy": round(ok / len(items), 4),
+            "errors": kinds,
+            "failures": fails,
+        }
     return res
 
 
@@ -232,14 +243,29 @@ def independent_set(model: Path, max_new_tokens: int, *, system: str = RAG_SYSTE
     items = json.loads(INDEPENDENT.read_text(encoding="utf-8"))["items"]
     chain = langchain_chain(model, max_new_tokens, system=system, **llm_kwargs)
     llm = RyzenAILLM(model=str(model), temperature=0, max_new_tokens=max_new_tokens, **llm_kwargs)
-    return {"n": len(items), **_score_faces(items, {
-        "langchain": lambda it: chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}),
-        "llamaindex": lambda it: summary_index_answer(llm, it["documents"], it["question"]),
-    })}
+    return {
+        "n": len(items),
+        **_score_faces(
+            items,
+            {
+                "langchain": lambda it: chain.invoke(
+                    {"context": "\n\n".join(it["documents"]), "question": it["question"]}
+                ),
+                "llamaindex": lambda it: summary_index_answer(llm, it["documents"], it["question"]),
+            },
+        ),
+    }
 
 
-def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: list[tuple[int, str]] | None = None,
-                          split: str = "test", **llm_kwargs) -> list[dict]:
+def generated_independent(
+    model: Path,
+    n: int,
+    max_new_tokens: int,
+    *,
+    cells: list[tuple[int, str]] | None = None,
+    split: str = "test",
+    **llm_kwargs,
+) -> list[dict]:
     """The test split (or ``split``) of the second generator (``qa_eval_independent.py``) through both
     adapters: a LangChain RAG chain and a LlamaIndex compact response synthesizer over the documents."""
     from llama_index.core import get_response_synthesizer
@@ -252,8 +278,11 @@ def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: li
     synth = get_response_synthesizer(llm=llm, response_mode="compact")
     faces = {
         "langchain": lambda it: chain.invoke({"context": "\n\n".join(it["documents"]), "question": it["question"]}),
-        "llamaindex": lambda it: str(synth.synthesize(
-            it["question"], nodes=[NodeWithScore(node=TextNode(text=d), score=1.0) for d in it["documents"]])),
+        "llamaindex": lambda it: str(
+            synth.synthesize(
+                it["question"], nodes=[NodeWithScore(node=TextNode(text=d), score=1.0) for d in it["documents"]]
+            )
+        ),
     }
     result = []
     for n_docs, wording in cells or INDEPENDENT_CELLS:
@@ -262,8 +291,11 @@ def generated_independent(model: Path, n: int, max_new_tokens: int, *, cells: li
         cell.update(_score_faces(qa_eval_independent.items(split, n_docs, wording, n), faces, max_failures=6))
         cell["seconds"] = round(time.time() - t, 1)
         result.append(cell)
-        print(f"independent {n_docs} docs {wording:4s}: LangChain {cell['langchain']['correct']}/{n}, "
-              f"LlamaIndex {cell['llamaindex']['correct']}/{n} ({cell['seconds']} s)", flush=True)
+        print(
+            f"independent {n_docs} docs {wording:4s}: LangChain {cell['langchain']['correct']}/{n}, "
+            f"LlamaIndex {cell['llamaindex']['correct']}/{n} ({cell['seconds']} s)",
+            flush=True,
+        )
     return result
 
 
@@ -276,9 +308,15 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=24)
     p.add_argument("--cells", default="", help="comma-separated cell names (default: all; 'none' for none)")
     p.add_argument("--independent-n", type=int, default=100, help="questions per cell of the generated independent set")
-    p.add_argument("--independent-split", default="test", choices=["test", "val"],
-                   help="split of the generated independent set (val: for choosing a checkpoint)")
-    p.add_argument("--strip", action="store_true", help="strip answers before comparing (models that answer ' ' + span)")
+    p.add_argument(
+        "--independent-split",
+        default="test",
+        choices=["test", "val"],
+        help="split of the generated independent set (val: for choosing a checkpoint)",
+    )
+    p.add_argument(
+        "--strip", action="store_true", help="strip answers before comparing (models that answer ' ' + span)"
+    )
     p.add_argument("--out", type=Path, default=None, help="JSON (default: MODEL/eval.json)")
     args = p.parse_args()
     if args.strip:
@@ -290,8 +328,8 @@ def main() -> None:
     result = {
         "model": args.model.name,
         "method": "exact match, greedy (temperature=0), through ryzenai_core.Engine (inline), "
-                  "held-out names (qa_synth name split), plugin-rendered prompt with today's date"
-                  + ("; answers stripped" if args.strip else "; answers compared as returned"),
+        "held-out names (qa_synth name split), plugin-rendered prompt with today's date"
+        + ("; answers stripped" if args.strip else "; answers compared as returned"),
         "n_per_cell": args.n,
         "cells": [],
     }
@@ -302,21 +340,36 @@ def main() -> None:
         t = time.time()
         exs = examples(n_docs, wording, args.n)
         ok, by_shape, fails = run_cell(engine, exs, args.max_new_tokens)
-        cell = {"name": name, "docs": n_docs, "wording": wording, "correct": ok, "n": len(exs),
-                "accuracy": round(ok / len(exs), 4), "by_prompt_shape": by_shape, "failures": fails,
-                "seconds": round(time.time() - t, 1)}
+        cell = {
+            "name": name,
+            "docs": n_docs,
+            "wording": wording,
+            "correct": ok,
+            "n": len(exs),
+            "accuracy": round(ok / len(exs), 4),
+            "by_prompt_shape": by_shape,
+            "failures": fails,
+            "seconds": round(time.time() - t, 1),
+        }
         result["cells"].append(cell)
         print(f"{name:18s} {ok}/{len(exs)} = {100 * ok / len(exs):.1f}%  ({cell['seconds']} s)", flush=True)
     if args.adapter_n:
         result["adapters"] = adapters_cell(args.model, args.adapter_n, args.max_new_tokens)
-        print(json.dumps({k: ({kk: vv for kk, vv in v.items() if kk != "failures"} if isinstance(v, dict) else v)
-                          for k, v in result["adapters"].items()}))
+        print(
+            json.dumps(
+                {
+                    k: ({kk: vv for kk, vv in v.items() if kk != "failures"} if isinstance(v, dict) else v)
+                    for k, v in result["adapters"].items()
+                }
+            )
+        )
     if args.adapter_n:
         result["independent"] = independent_set(args.model, args.max_new_tokens)
         print("independent set:", {k: v["accuracy"] for k, v in result["independent"].items() if k != "n"})
     if args.independent_n:
         result["independent_generated"] = generated_independent(
-            args.model, args.independent_n, args.max_new_tokens, split=args.independent_split)
+            args.model, args.independent_n, args.max_new_tokens, split=args.independent_split
+        )
         if args.independent_split != "test":
             result["independent_split"] = args.independent_split
     out = args.out or args.model / "eval.json"

@@ -23,26 +23,111 @@ from dataclasses import dataclass, field
 
 # ----------------------------------------------------------------------------- names
 ONSETS = [
-    "b", "br", "bl", "c", "cr", "d", "dr", "f", "fl", "g", "gr", "h", "j", "k", "kr", "l", "m", "n", "p",
-    "pr", "pl", "qu", "r", "s", "sh", "sk", "st", "t", "tr", "th", "v", "w", "z", "ch", "y", "",
+    "b",
+    "br",
+    "bl",
+    "c",
+    "cr",
+    "d",
+    "dr",
+    "f",
+    "fl",
+    "g",
+    "gr",
+    "h",
+    "j",
+    "k",
+    "kr",
+    "l",
+    "m",
+    "n",
+    "p",
+    "pr",
+    "pl",
+    "qu",
+    "r",
+    "s",
+    "sh",
+    "sk",
+    "st",
+    "t",
+    "tr",
+    "th",
+    "v",
+    "w",
+    "z",
+    "ch",
+    "y",
+    "",
 ]
 VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ei", "ou", "ia", "y", "ee", "oa"]
 CODAS = ["", "", "", "n", "r", "l", "s", "x", "m", "k", "th", "nd", "rt", "st", "ll", "v", "sh", "z"]
 PLACE_SUFFIX = ["", "", "", "", "ville", "burg", "port", "ton", "ford", "haven", "dale", "mouth", "stead"]
 ENTITY_KINDS = [
-    "Institute", "Lab", "Laboratory", "Foundry", "Observatory", "Research Center", "Works", "Collective",
-    "Station", "Academy", "Group", "Company", "Consortium", "Studio", "Systems",
+    "Institute",
+    "Lab",
+    "Laboratory",
+    "Foundry",
+    "Observatory",
+    "Research Center",
+    "Works",
+    "Collective",
+    "Station",
+    "Academy",
+    "Group",
+    "Company",
+    "Consortium",
+    "Studio",
+    "Systems",
 ]
 COLORS = [
-    "red", "blue", "green", "yellow", "orange", "purple", "teal", "silver", "gold", "black", "white",
-    "crimson", "violet", "amber", "indigo", "turquoise", "grey", "pink", "bronze", "olive",
+    "red",
+    "blue",
+    "green",
+    "yellow",
+    "orange",
+    "purple",
+    "teal",
+    "silver",
+    "gold",
+    "black",
+    "white",
+    "crimson",
+    "violet",
+    "amber",
+    "indigo",
+    "turquoise",
+    "grey",
+    "pink",
+    "bronze",
+    "olive",
 ]
 TOPICS = [
-    "sparse attention", "int4 quantization", "low-power inference", "speech recognition", "memory compression",
-    "compiler design", "thermal modelling", "neural codecs", "graph search", "on-device vision",
-    "battery chemistry", "signal processing", "robot control", "weather forecasting", "protein folding",
-    "photonic circuits", "error correction", "cache design", "sensor fusion", "dataflow scheduling",
-    "mixed precision", "kernel fusion", "token pruning", "edge security", "audio denoising",
+    "sparse attention",
+    "int4 quantization",
+    "low-power inference",
+    "speech recognition",
+    "memory compression",
+    "compiler design",
+    "thermal modelling",
+    "neural codecs",
+    "graph search",
+    "on-device vision",
+    "battery chemistry",
+    "signal processing",
+    "robot control",
+    "weather forecasting",
+    "protein folding",
+    "photonic circuits",
+    "error correction",
+    "cache design",
+    "sensor fusion",
+    "dataflow scheduling",
+    "mixed precision",
+    "kernel fusion",
+    "token pruning",
+    "edge security",
+    "audio denoising",
 ]
 MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -63,7 +148,9 @@ class Names:
         mode = r.random()
         if mode < 0.8:
             n = r.randint(lo, hi)
-            w = "".join(r.choice(ONSETS) + r.choice(VOWELS) + (r.choice(CODAS) if r.random() < 0.6 else "") for _ in range(n))
+            w = "".join(
+                r.choice(ONSETS) + r.choice(VOWELS) + (r.choice(CODAS) if r.random() < 0.6 else "") for _ in range(n)
+            )
         else:  # letter soup: tokenizes unlike syllables, teaches byte-level copying
             n = r.randint(3, 8)
             letters = "abcdefghijklmnopqrstuvwxyz"
@@ -118,83 +205,148 @@ class Relation:
 # {Sc} = the same at sentence start, {A} = the answer.
 RELATIONS = [
     Relation(
-        "founded_year", "entity",
-        ["{Sc} was founded in {A}.", "{Sc} was established in {A}.", "{Sc} opened in {A}.",
-         "In {A}, {S} was founded."],
-        ["When was {S} founded?", "In which year was {S} founded?", "What year was {S} founded?",
-         "When was {S} established?", "In what year was {S} established?", "What is the founding year of {S}?",
-         "When did {S} open?"],
-        ["Tell me the year {S} was founded.", "{Sc} was founded in what year?", "Which year saw the founding of {S}?",
-         "How long ago... no: in which year did {S} get started?"],
+        "founded_year",
+        "entity",
+        ["{Sc} was founded in {A}.", "{Sc} was established in {A}.", "{Sc} opened in {A}.", "In {A}, {S} was founded."],
+        [
+            "When was {S} founded?",
+            "In which year was {S} founded?",
+            "What year was {S} founded?",
+            "When was {S} established?",
+            "In what year was {S} established?",
+            "What is the founding year of {S}?",
+            "When did {S} open?",
+        ],
+        [
+            "Tell me the year {S} was founded.",
+            "{Sc} was founded in what year?",
+            "Which year saw the founding of {S}?",
+            "How long ago... no: in which year did {S} get started?",
+        ],
     ),
     Relation(
-        "founder", "entity",
+        "founder",
+        "entity",
         ["{Sc} was founded by {A}.", "{A} founded {S}.", "{Sc} was started by {A}.", "The founder of {S} is {A}."],
-        ["Who founded {S}?", "Who was the founder of {S}?", "Who started {S}?", "Who is the founder of {S}?",
-         "By whom was {S} founded?"],
+        [
+            "Who founded {S}?",
+            "Who was the founder of {S}?",
+            "Who started {S}?",
+            "Who is the founder of {S}?",
+            "By whom was {S} founded?",
+        ],
         ["Name the person who founded {S}.", "Which person set up {S}?", "{Sc} was founded by whom?"],
     ),
     Relation(
-        "location", "entity",
-        ["{Sc} is located in {A}.", "{Sc} is based in {A}.", "The headquarters of {S} are in {A}.",
-         "{Sc} sits in the city of {A}."],
-        ["Where is {S} located?", "In which city is {S} located?", "Where is {S} based?",
-         "Where are the headquarters of {S}?", "In which city is {S}?"],
+        "location",
+        "entity",
+        [
+            "{Sc} is located in {A}.",
+            "{Sc} is based in {A}.",
+            "The headquarters of {S} are in {A}.",
+            "{Sc} sits in the city of {A}.",
+        ],
+        [
+            "Where is {S} located?",
+            "In which city is {S} located?",
+            "Where is {S} based?",
+            "Where are the headquarters of {S}?",
+            "In which city is {S}?",
+        ],
         ["What city is {S} in?", "Which town hosts {S}?", "Where can one find {S}?"],
     ),
     Relation(
-        "director", "entity",
+        "director",
+        "entity",
         ["{Sc} is led by {A}.", "The director of {S} is {A}.", "{A} directs {S}.", "{Sc} is run by {A}."],
-        ["Who leads {S}?", "Who is the director of {S}?", "Who runs {S}?", "Who directs {S}?",
-         "Who is the head of {S}?"],
+        [
+            "Who leads {S}?",
+            "Who is the director of {S}?",
+            "Who runs {S}?",
+            "Who directs {S}?",
+            "Who is the head of {S}?",
+        ],
         ["Who is in charge of {S}?", "Name the director of {S}.", "Which person heads {S}?"],
     ),
     Relation(
-        "staff", "entity",
-        ["{Sc} employs {A} people.", "{Sc} has {A} employees.", "{A} people work at {S}.",
-         "The staff of {S} numbers {A}."],
-        ["How many people does {S} employ?", "How many employees does {S} have?", "How many people work at {S}?",
-         "How large is the staff of {S}?"],
-        ["What is the headcount of {S}?", "How many staff members are there at {S}?",
-         "Give the number of employees at {S}."],
+        "staff",
+        "entity",
+        [
+            "{Sc} employs {A} people.",
+            "{Sc} has {A} employees.",
+            "{A} people work at {S}.",
+            "The staff of {S} numbers {A}.",
+        ],
+        [
+            "How many people does {S} employ?",
+            "How many employees does {S} have?",
+            "How many people work at {S}?",
+            "How large is the staff of {S}?",
+        ],
+        [
+            "What is the headcount of {S}?",
+            "How many staff members are there at {S}?",
+            "Give the number of employees at {S}.",
+        ],
     ),
     Relation(
-        "chip", "entity",
-        ["{Sc} designed a chip called {A}.", "The main chip of {S} is {A}.", "{Sc} builds the {A} accelerator.",
-         "{A} is the chip designed by {S}."],
-        ["What chip did {S} design?", "What is the name of the chip designed by {S}?", "Which chip does {S} build?",
-         "What is the main chip of {S}?"],
+        "chip",
+        "entity",
+        [
+            "{Sc} designed a chip called {A}.",
+            "The main chip of {S} is {A}.",
+            "{Sc} builds the {A} accelerator.",
+            "{A} is the chip designed by {S}.",
+        ],
+        [
+            "What chip did {S} design?",
+            "What is the name of the chip designed by {S}?",
+            "Which chip does {S} build?",
+            "What is the main chip of {S}?",
+        ],
         ["Which accelerator comes from {S}?", "Name the chip made by {S}.", "What processor did {S} create?"],
     ),
     Relation(
-        "color", "entity",
+        "color",
+        "entity",
         ["The logo of {S} is {A}.", "{Sc} uses a {A} logo.", "{Sc} has a {A} logo."],
         ["What color is the logo of {S}?", "What is the color of the logo of {S}?", "What colour is the logo of {S}?"],
         ["Which colour does the logo of {S} have?", "The logo of {S} is what color?"],
     ),
     Relation(
-        "topic", "entity",
-        ["{Sc} studies {A}.", "The research focus of {S} is {A}.", "{Sc} works on {A}.",
-         "Researchers at {S} study {A}."],
-        ["What does {S} study?", "What is the research focus of {S}?", "What does {S} work on?",
-         "What do researchers at {S} study?"],
+        "topic",
+        "entity",
+        [
+            "{Sc} studies {A}.",
+            "The research focus of {S} is {A}.",
+            "{Sc} works on {A}.",
+            "Researchers at {S} study {A}.",
+        ],
+        [
+            "What does {S} study?",
+            "What is the research focus of {S}?",
+            "What does {S} work on?",
+            "What do researchers at {S} study?",
+        ],
         ["Which field does {S} research?", "What is {S} known for researching?", "What area does {S} focus on?"],
     ),
     Relation(
-        "birthplace", "person",
+        "birthplace",
+        "person",
         ["{Sc} was born in {A}.", "{Sc} grew up in {A}.", "{Sc} comes from {A}."],
-        ["Where was {S} born?", "In which city was {S} born?", "Where does {S} come from?",
-         "Where did {S} grow up?"],
+        ["Where was {S} born?", "In which city was {S} born?", "Where does {S} come from?", "Where did {S} grow up?"],
         ["What is the hometown of {S}?", "What is the birthplace of {S}?", "Which city is {S} from?"],
     ),
     Relation(
-        "birth_year", "person",
+        "birth_year",
+        "person",
         ["{Sc} was born in {A}.", "{Sc}, born in {A}, is a researcher."],
         ["When was {S} born?", "In which year was {S} born?", "What year was {S} born?"],
         ["What is the birth year of {S}?", "In what year was {S} born?", "Tell me when {S} was born."],
     ),
     Relation(
-        "pet", "person",
+        "pet",
+        "person",
         ["{Sc} has a pet named {A}.", "{Sc} owns a cat called {A}.", "The dog of {S} is named {A}."],
         ["What is the name of the pet of {S}?", "What is the name of {S}'s pet?", "What is {S}'s pet called?"],
         ["How is the pet of {S} called?", "What did {S} name the pet?"],
@@ -208,83 +360,187 @@ REL = {r.name: r for r in RELATIONS}
 # generated relations (a verb or an attribute each), so the model learns to match the question's
 # words against the document instead of a dozen fixed phrasings.
 OBJECT_KINDS = [
-    "reactor", "bridge", "ship", "telescope", "festival", "museum", "library", "satellite", "engine", "tower",
-    "garden", "orchestra", "robot", "canal", "dam", "theatre", "lighthouse", "railway", "mine", "vaccine",
-    "painting", "statue", "school", "hospital", "market", "castle", "airport", "stadium", "river", "island",
+    "reactor",
+    "bridge",
+    "ship",
+    "telescope",
+    "festival",
+    "museum",
+    "library",
+    "satellite",
+    "engine",
+    "tower",
+    "garden",
+    "orchestra",
+    "robot",
+    "canal",
+    "dam",
+    "theatre",
+    "lighthouse",
+    "railway",
+    "mine",
+    "vaccine",
+    "painting",
+    "statue",
+    "school",
+    "hospital",
+    "market",
+    "castle",
+    "airport",
+    "stadium",
+    "river",
+    "island",
 ]
 # (participle, past tense) of verbs a thing undergoes
 VERBS = [
-    ("built", "built"), ("designed", "designed"), ("commissioned", "commissioned"), ("discovered", "discovered"),
-    ("launched", "launched"), ("restored", "restored"), ("funded", "funded"), ("invented", "invented"),
-    ("repaired", "repaired"), ("renovated", "renovated"), ("inspected", "inspected"), ("planned", "planned"),
-    ("photographed", "photographed"), ("bought", "bought"), ("sold", "sold"), ("painted", "painted"),
-    ("rebuilt", "rebuilt"), ("mapped", "mapped"), ("named", "named"), ("opened", "opened"),
+    ("built", "built"),
+    ("designed", "designed"),
+    ("commissioned", "commissioned"),
+    ("discovered", "discovered"),
+    ("launched", "launched"),
+    ("restored", "restored"),
+    ("funded", "funded"),
+    ("invented", "invented"),
+    ("repaired", "repaired"),
+    ("renovated", "renovated"),
+    ("inspected", "inspected"),
+    ("planned", "planned"),
+    ("photographed", "photographed"),
+    ("bought", "bought"),
+    ("sold", "sold"),
+    ("painted", "painted"),
+    ("rebuilt", "rebuilt"),
+    ("mapped", "mapped"),
+    ("named", "named"),
+    ("opened", "opened"),
 ]
 # attribute name -> answer kind
 ATTRIBUTES = {
-    "motto": "word", "nickname": "word", "mascot": "word", "code name": "word", "main colour": "color",
-    "official language": "word", "currency": "word", "owner": "person", "architect": "person",
-    "captain": "person", "curator": "person", "home port": "place", "capital": "place", "closest town": "place",
+    "motto": "word",
+    "nickname": "word",
+    "mascot": "word",
+    "code name": "word",
+    "main colour": "color",
+    "official language": "word",
+    "currency": "word",
+    "owner": "person",
+    "architect": "person",
+    "captain": "person",
+    "curator": "person",
+    "home port": "place",
+    "capital": "place",
+    "closest town": "place",
 }
 # measurement -> (unit, question)
 MEASURES = {
-    "long": ("meters", "How long is {S}?"), "tall": ("meters", "How tall is {S}?"),
-    "wide": ("meters", "How wide is {S}?"), "heavy": ("tons", "How heavy is {S}?"),
-    "old": ("years", "How old is {S}?"), "deep": ("meters", "How deep is {S}?"),
+    "long": ("meters", "How long is {S}?"),
+    "tall": ("meters", "How tall is {S}?"),
+    "wide": ("meters", "How wide is {S}?"),
+    "heavy": ("tons", "How heavy is {S}?"),
+    "old": ("years", "How old is {S}?"),
+    "deep": ("meters", "How deep is {S}?"),
 }
 
 
 def _generated_relations() -> list[Relation]:
     out: list[Relation] = []
     for part, past in VERBS:
-        out.append(Relation(
-            f"when_{part}", "object",
-            [f"{{Sc}} was {part} in {{A}}.", f"In {{A}}, {{S}} was {part}.", f"{{Sc}}, {part} in {{A}}, is still in use."],
-            [f"When was {{S}} {part}?", f"In which year was {{S}} {part}?", f"In what year was {{S}} {part}?"],
-            [f"What year was {{S}} {part}?", f"{{Sc}} was {part} in which year?", f"Tell me the year {{S}} was {part}."],
-            kind="year",
-        ))
-        out.append(Relation(
-            f"who_{part}", "object",
-            [f"{{Sc}} was {part} by {{A}}.", f"{{A}} {past} {{S}}.", f"In the end, {{A}} {past} {{S}}."],
-            [f"Who {past} {{S}}?", f"By whom was {{S}} {part}?", f"Which person {past} {{S}}?"],
-            [f"{{Sc}} was {part} by whom?", f"Who was {{S}} {part} by?", f"Name the person who {past} {{S}}."],
-            kind="person",
-        ))
-        out.append(Relation(
-            f"where_{part}", "object",
-            [f"{{Sc}} was {part} in {{A}}.", f"{{Sc}} was {part} in the town of {{A}}."],
-            [f"Where was {{S}} {part}?", f"In which town was {{S}} {part}?", f"In which city was {{S}} {part}?"],
-            [f"{{Sc}} was {part} where?", f"Which town was {{S}} {part} in?", f"Name the place where {{S}} was {part}."],
-            kind="place",
-        ))
+        out.append(
+            Relation(
+                f"when_{part}",
+                "object",
+                [
+                    f"{{Sc}} was {part} in {{A}}.",
+                    f"In {{A}}, {{S}} was {part}.",
+                    f"{{Sc}}, {part} in {{A}}, is still in use.",
+                ],
+                [f"When was {{S}} {part}?", f"In which year was {{S}} {part}?", f"In what year was {{S}} {part}?"],
+                [
+                    f"What year was {{S}} {part}?",
+                    f"{{Sc}} was {part} in which year?",
+                    f"Tell me the year {{S}} was {part}.",
+                ],
+                kind="year",
+            )
+        )
+        out.append(
+            Relation(
+                f"who_{part}",
+                "object",
+                [f"{{Sc}} was {part} by {{A}}.", f"{{A}} {past} {{S}}.", f"In the end, {{A}} {past} {{S}}."],
+                [f"Who {past} {{S}}?", f"By whom was {{S}} {part}?", f"Which person {past} {{S}}?"],
+                [f"{{Sc}} was {part} by whom?", f"Who was {{S}} {part} by?", f"Name the person who {past} {{S}}."],
+                kind="person",
+            )
+        )
+        out.append(
+            Relation(
+                f"where_{part}",
+                "object",
+                [f"{{Sc}} was {part} in {{A}}.", f"{{Sc}} was {part} in the town of {{A}}."],
+                [f"Where was {{S}} {part}?", f"In which town was {{S}} {part}?", f"In which city was {{S}} {part}?"],
+                [
+                    f"{{Sc}} was {part} where?",
+                    f"Which town was {{S}} {part} in?",
+                    f"Name the place where {{S}} was {part}.",
+                ],
+                kind="place",
+            )
+        )
     for attr, kind in ATTRIBUTES.items():
-        out.append(Relation(
-            f"attr_{attr}", "object",
-            [f"The {attr} of {{S}} is {{A}}.", f"{{Sc}} has {{A}} as its {attr}.", f"{{A}} is the {attr} of {{S}}."],
-            [f"What is the {attr} of {{S}}?", f"Who is the {attr} of {{S}}?" if kind == "person" else
-             f"Which {attr} does {{S}} have?"],
-            [f"Tell me the {attr} of {{S}}.", f"{{Sc}} has which {attr}?", f"What {attr} does {{S}} have?"],
-            kind=kind,
-        ))
+        out.append(
+            Relation(
+                f"attr_{attr}",
+                "object",
+                [
+                    f"The {attr} of {{S}} is {{A}}.",
+                    f"{{Sc}} has {{A}} as its {attr}.",
+                    f"{{A}} is the {attr} of {{S}}.",
+                ],
+                [
+                    f"What is the {attr} of {{S}}?",
+                    f"Who is the {attr} of {{S}}?" if kind == "person" else f"Which {attr} does {{S}} have?",
+                ],
+                [f"Tell me the {attr} of {{S}}.", f"{{Sc}} has which {attr}?", f"What {attr} does {{S}} have?"],
+                kind=kind,
+            )
+        )
     for adj, (unit, q) in MEASURES.items():
-        out.append(Relation(
-            f"measure_{adj}", "object",
-            [f"{{Sc}} is {{A}} {adj}.", f"{{Sc}} measures {{A}} {adj}." if adj != "old" else "{Sc} is {A} old."],
-            [q, q.replace("How", "Exactly how")],
-            [q.replace("How " + adj + " is {S}?", "What is the " + {"long": "length", "tall": "height", "wide": "width",
-                                                                      "heavy": "weight", "old": "age",
-                                                                      "deep": "depth"}[adj] + " of {S}?")],
-            kind="measure:" + unit,
-        ))
+        out.append(
+            Relation(
+                f"measure_{adj}",
+                "object",
+                [f"{{Sc}} is {{A}} {adj}.", f"{{Sc}} measures {{A}} {adj}." if adj != "old" else "{Sc} is {A} old."],
+                [q, q.replace("How", "Exactly how")],
+                [
+                    q.replace(
+                        "How " + adj + " is {S}?",
+                        "What is the "
+                        + {
+                            "long": "length",
+                            "tall": "height",
+                            "wide": "width",
+                            "heavy": "weight",
+                            "old": "age",
+                            "deep": "depth",
+                        }[adj]
+                        + " of {S}?",
+                    )
+                ],
+                kind="measure:" + unit,
+            )
+        )
     for count in ["rooms", "floors", "members", "windows", "engines", "towers", "gates", "bells", "cars", "seats"]:
-        out.append(Relation(
-            f"count_{count}", "object",
-            [f"{{Sc}} has {{A}} {count}.", f"There are {{A}} {count} in {{S}}."],
-            [f"How many {count} does {{S}} have?", f"How many {count} are there in {{S}}?"],
-            [f"What is the number of {count} in {{S}}?", f"Count the {count} of {{S}}: how many?"],
-            kind="number",
-        ))
+        out.append(
+            Relation(
+                f"count_{count}",
+                "object",
+                [f"{{Sc}} has {{A}} {count}.", f"There are {{A}} {count} in {{S}}."],
+                [f"How many {count} does {{S}} have?", f"How many {count} are there in {{S}}?"],
+                [f"What is the number of {count} in {{S}}?", f"Count the {count} of {{S}}: how many?"],
+                kind="number",
+            )
+        )
     return out
 
 
@@ -292,10 +548,14 @@ GENERATED = _generated_relations()
 REL.update({r.name: r for r in GENERATED})
 
 FILLERS = [
-    "{Sc} is known for its quiet campus.", "Visitors often praise the library of {S}.",
-    "{Sc} publishes a yearly report.", "Many students apply to {S} every spring.",
-    "{Sc} shares its results openly.", "The building of {S} has large windows.",
-    "{Sc} hosts a small conference each year.", "{Sc} collaborates with several universities.",
+    "{Sc} is known for its quiet campus.",
+    "Visitors often praise the library of {S}.",
+    "{Sc} publishes a yearly report.",
+    "Many students apply to {S} every spring.",
+    "{Sc} shares its results openly.",
+    "The building of {S} has large windows.",
+    "{Sc} hosts a small conference each year.",
+    "{Sc} collaborates with several universities.",
 ]
 
 
@@ -370,9 +630,14 @@ def make_object_doc(names: Names, used: set[str]) -> Doc:
     for rel in r.sample(GENERATED, r.choice([1, 2, 2, 3, 3, 4])):
         ans = _answer(rel.name, names)
         fact_text = rel.facts[0].split("{A}")[0]  # one "was built in" per document: no ambiguity
-        if ans in used or fact_text in seen_text or (rel.kind in ("year", "place") and
-                                                      any(f.rel.split("_", 1)[-1] == rel.name.split("_", 1)[-1]
-                                                          for f in facts)):
+        if (
+            ans in used
+            or fact_text in seen_text
+            or (
+                rel.kind in ("year", "place")
+                and any(f.rel.split("_", 1)[-1] == rel.name.split("_", 1)[-1] for f in facts)
+            )
+        ):
             continue
         used.add(ans)
         seen_text.add(fact_text)
@@ -434,233 +699,550 @@ def make_doc(names: Names, used: set[str]) -> Doc:
 # questions in free-form wordings, distractor documents about subjects of the same kind (so
 # they share the question's words) and 1-10 facts per document.
 REAL_FIRST = [
-    "Mira", "Jonas", "Helena", "Omar", "Lucia", "Pavel", "Greta", "Samir", "Nadia", "Felix", "Clara", "Tariq",
-    "Elena", "Hugo", "Maya", "Viktor", "Amara", "Lena", "Rafael", "Ada", "Emil", "Zofia", "Kenji", "Priya",
-    "Mateo", "Ines", "Arjun", "Freya", "Dmitri", "Leila", "Oscar", "Yara", "Bruno", "Hana", "Ivo", "Selma",
+    "Mira",
+    "Jonas",
+    "Helena",
+    "Omar",
+    "Lucia",
+    "Pavel",
+    "Greta",
+    "Samir",
+    "Nadia",
+    "Felix",
+    "Clara",
+    "Tariq",
+    "Elena",
+    "Hugo",
+    "Maya",
+    "Viktor",
+    "Amara",
+    "Lena",
+    "Rafael",
+    "Ada",
+    "Emil",
+    "Zofia",
+    "Kenji",
+    "Priya",
+    "Mateo",
+    "Ines",
+    "Arjun",
+    "Freya",
+    "Dmitri",
+    "Leila",
+    "Oscar",
+    "Yara",
+    "Bruno",
+    "Hana",
+    "Ivo",
+    "Selma",
 ]
 REAL_LAST = [
-    "Novak", "Schmidt", "Petrov", "Moreau", "Rossi", "Kowalski", "Jensen", "Haddad", "Tanaka", "Silva",
-    "Weber", "Costa", "Nilsson", "Ivanova", "Dubois", "Becker", "Rahman", "Horvat", "Castillo", "Berg",
-    "Fischer", "Lopez", "Sato", "Meyer", "Kovacs", "Duarte", "Larsen", "Ferraro", "Brennan", "Okafor-Lind",
+    "Novak",
+    "Schmidt",
+    "Petrov",
+    "Moreau",
+    "Rossi",
+    "Kowalski",
+    "Jensen",
+    "Haddad",
+    "Tanaka",
+    "Silva",
+    "Weber",
+    "Costa",
+    "Nilsson",
+    "Ivanova",
+    "Dubois",
+    "Becker",
+    "Rahman",
+    "Horvat",
+    "Castillo",
+    "Berg",
+    "Fischer",
+    "Lopez",
+    "Sato",
+    "Meyer",
+    "Kovacs",
+    "Duarte",
+    "Larsen",
+    "Ferraro",
+    "Brennan",
+    "Okafor-Lind",
 ]
 TITLES = ["Dr.", "Prof.", "Mr.", "Mrs.", "Ms.", "Captain", "Sir", "Lady", "Father", "General"]
 MATERIALS = [
-    "granite", "oak", "steel", "glass", "brick", "concrete", "bronze", "marble", "pine", "copper", "iron",
-    "bamboo", "limestone", "aluminium", "carbon fibre", "stainless steel", "red brick", "reinforced glass",
-    "volcanic rock", "rammed earth",
+    "granite",
+    "oak",
+    "steel",
+    "glass",
+    "brick",
+    "concrete",
+    "bronze",
+    "marble",
+    "pine",
+    "copper",
+    "iron",
+    "bamboo",
+    "limestone",
+    "aluminium",
+    "carbon fibre",
+    "stainless steel",
+    "red brick",
+    "reinforced glass",
+    "volcanic rock",
+    "rammed earth",
 ]
-LANGUAGES = ["Welsh", "Catalan", "Maltese", "Estonian", "Icelandic", "Swahili", "Tagalog", "Latvian", "Galician",
-             "Gaelic", "Esperanto", "Basque"]
+LANGUAGES = [
+    "Welsh",
+    "Catalan",
+    "Maltese",
+    "Estonian",
+    "Icelandic",
+    "Swahili",
+    "Tagalog",
+    "Latvian",
+    "Galician",
+    "Gaelic",
+    "Esperanto",
+    "Basque",
+]
 UNITS = {
-    "height": ["meters", "m", "feet", "ft", "metres"], "length": ["meters", "km", "kilometers", "miles", "feet"],
-    "weight": ["kg", "kilograms", "tons", "tonnes", "pounds"], "depth": ["meters", "feet", "m"],
-    "area": ["square kilometers", "hectares", "acres", "km2"], "speed": ["km/h", "knots", "mph"],
-    "age": ["years"], "price": ["euros", "dollars", "pounds"], "capacity": ["liters", "litres", "gallons"],
+    "height": ["meters", "m", "feet", "ft", "metres"],
+    "length": ["meters", "km", "kilometers", "miles", "feet"],
+    "weight": ["kg", "kilograms", "tons", "tonnes", "pounds"],
+    "depth": ["meters", "feet", "m"],
+    "area": ["square kilometers", "hectares", "acres", "km2"],
+    "speed": ["km/h", "knots", "mph"],
+    "age": ["years"],
+    "price": ["euros", "dollars", "pounds"],
+    "capacity": ["liters", "litres", "gallons"],
 }
 
 # subject kind -> (name patterns, relations); {N} a made-up name, {W} a one-word name
 BROAD_KINDS: dict[str, tuple[list[str], list[str]]] = {
-    "group": (["the {N} Club", "the {N} Society", "the {N} Band", "the {N} Choir", "the {N} Union", "the {N}s",
-               "the Order of {W}", "the {N} Team"],
-              ["members", "founded", "founder", "leader", "treasurer", "base", "colour", "anthem", "coach"]),
-    "country": (["{W}", "the Republic of {W}", "the Kingdom of {W}", "{W}land"],
-                ["capital", "population", "language", "currency", "ruler", "area", "founded", "anthem"]),
-    "town": (["{W}", "{W}ton", "{W}ville", "Port {W}", "{W} Falls", "New {W}"],
-             ["population", "mayor", "founded", "river", "area", "twin", "founder"]),
-    "building": (["the {N} Tower", "the {N} Hall", "the {N} Library", "the {N} Bridge", "the {N} Cathedral",
-                  "the {N} Stadium", "the {N} Arch", "{N} House"],
-                 ["height", "material", "architect", "built", "floors", "owner", "location", "length", "seats"]),
-    "vehicle": (["the {N}", "the ship {W}", "the {W} Express", "the airship {W}", "the {C} locomotive",
-                 "the {C} probe"],
-                ["length", "weight", "speed", "captain", "crew", "built", "builder", "material", "launched"]),
-    "nature": (["Mount {W}", "Lake {W}", "the {W} River", "the {W} Forest", "the {W} Valley", "{W} Island",
-                "the {W} Desert"],
-               ["height", "depth", "length", "area", "discovered", "discoverer", "location", "age"]),
-    "person": (["{P}"],
-               ["born_year", "born_place", "job", "employer", "spouse", "height_p", "instrument", "mentor", "pet"]),
-    "product": (["the {C}", "the {W} {C}", "{W} {C}", "the {N} lamp", "the {N} drill"],
-                ["price", "weight", "maker", "released", "material", "capacity", "inventor", "colour"]),
+    "group": (
+        [
+            "the {N} Club",
+            "the {N} Society",
+            "the {N} Band",
+            "the {N} Choir",
+            "the {N} Union",
+            "the {N}s",
+            "the Order of {W}",
+            "the {N} Team",
+        ],
+        ["members", "founded", "founder", "leader", "treasurer", "base", "colour", "anthem", "coach"],
+    ),
+    "country": (
+        ["{W}", "the Republic of {W}", "the Kingdom of {W}", "{W}land"],
+        ["capital", "population", "language", "currency", "ruler", "area", "founded", "anthem"],
+    ),
+    "town": (
+        ["{W}", "{W}ton", "{W}ville", "Port {W}", "{W} Falls", "New {W}"],
+        ["population", "mayor", "founded", "river", "area", "twin", "founder"],
+    ),
+    "building": (
+        [
+            "the {N} Tower",
+            "the {N} Hall",
+            "the {N} Library",
+            "the {N} Bridge",
+            "the {N} Cathedral",
+            "the {N} Stadium",
+            "the {N} Arch",
+            "{N} House",
+        ],
+        ["height", "material", "architect", "built", "floors", "owner", "location", "length", "seats"],
+    ),
+    "vehicle": (
+        ["the {N}", "the ship {W}", "the {W} Express", "the airship {W}", "the {C} locomotive", "the {C} probe"],
+        ["length", "weight", "speed", "captain", "crew", "built", "builder", "material", "launched"],
+    ),
+    "nature": (
+        ["Mount {W}", "Lake {W}", "the {W} River", "the {W} Forest", "the {W} Valley", "{W} Island", "the {W} Desert"],
+        ["height", "depth", "length", "area", "discovered", "discoverer", "location", "age"],
+    ),
+    "person": (
+        ["{P}"],
+        ["born_year", "born_place", "job", "employer", "spouse", "height_p", "instrument", "mentor", "pet"],
+    ),
+    "product": (
+        ["the {C}", "the {W} {C}", "{W} {C}", "the {N} lamp", "the {N} drill"],
+        ["price", "weight", "maker", "released", "material", "capacity", "inventor", "colour"],
+    ),
 }
 
 # relation -> (answer kind, fact phrasings, question wordings). {S}/{Sc} subject, {A} answer.
 BROAD_RELS: dict[str, tuple[str, list[str], list[str]]] = {
-    "members": ("count", [
-        "{Sc} has {A} members.", "{A} people are members of {S}.", "The membership of {S} is {A}.",
-        "{Sc} counts {A} members.", "There are {A} members in {S}."],
-        ["How many members does {S} have?", "How many people are members of {S}?", "What is the membership of {S}?",
-         "How many members are in {S}?", "How big is {S}?", "How many people belong to {S}?"]),
-    "founded": ("year", [
-        "{Sc} was founded in {A}.", "{Sc} was established in {A}.", "{Sc} dates back to {A}.",
-        "In {A}, {S} was founded.", "Founded in {A}, {S} grew quickly.", "{Sc} has existed since {A}."],
-        ["When was {S} founded?", "In which year was {S} founded?", "When was {S} established?",
-         "What year does {S} date back to?", "Since when has {S} existed?", "What is the founding year of {S}?"]),
-    "founder": ("person", [
-        "{Sc} was founded by {A}.", "{A} founded {S}.", "The founder of {S} was {A}.", "{A} started {S}."],
-        ["Who founded {S}?", "Who was the founder of {S}?", "Who started {S}?", "Which person founded {S}?"]),
-    "leader": ("person", [
-        "{Sc} is led by {A}.", "The leader of {S} is {A}.", "{A} leads {S}.", "{A} is the head of {S}."],
-        ["Who leads {S}?", "Who is the leader of {S}?", "Who is the head of {S}?", "Who is in charge of {S}?"]),
-    "treasurer": ("person", [
-        "The treasurer of {S} is {A}.", "{A} is the treasurer of {S}.", "{A} serves as treasurer of {S}."],
-        ["Who is the treasurer of {S}?", "Who serves as treasurer of {S}?"]),
-    "coach": ("person", [
-        "{Sc} is coached by {A}.", "The coach of {S} is {A}.", "{A} coaches {S}."],
-        ["Who coaches {S}?", "Who is the coach of {S}?"]),
-    "base": ("place", [
-        "{Sc} is based in {A}.", "{Sc} meets in {A}.", "The home of {S} is {A}.", "{Sc} has its base in {A}."],
-        ["Where is {S} based?", "Where does {S} meet?", "Where is the home of {S}?", "In which town is {S} based?"]),
-    "location": ("place", [
-        "{Sc} is located in {A}.", "{Sc} stands in {A}.", "{Sc} can be found in {A}.", "{Sc} lies in {A}."],
-        ["Where is {S} located?", "Where is {S}?", "In which place is {S}?", "Where does {S} stand?",
-         "Where can {S} be found?"]),
-    "colour": ("colour", [
-        "The colour of {S} is {A}.", "{Sc} is painted {A}.", "The colours of {S} are {A}.", "{Sc} wears {A}."],
-        ["What colour is {S}?", "What is the colour of {S}?", "What color is {S}?", "Which colour does {S} use?"]),
-    "anthem": ("title", [
-        "The anthem of {S} is called {A}.", "{Sc} has an anthem named {A}.", "{A} is the anthem of {S}."],
-        ["What is the anthem of {S}?", "What is the anthem of {S} called?"]),
-    "capital": ("place", [
-        "The capital of {S} is {A}.", "{A} is the capital of {S}.", "{Sc} has {A} as its capital.",
-        "{Sc} is governed from {A}, its capital."],
-        ["What is the capital of {S}?", "Which city is the capital of {S}?", "What is the capital city of {S}?",
-         "Name the capital of {S}."]),
-    "population": ("count", [
-        "{Sc} has a population of {A}.", "{A} people live in {S}.", "The population of {S} is {A}.",
-        "About {A} people live in {S}."],
-        ["What is the population of {S}?", "How many people live in {S}?", "How many inhabitants does {S} have?"]),
-    "language": ("language", [
-        "The language of {S} is {A}.", "People in {S} speak {A}.", "{A} is spoken in {S}.",
-        "The official language of {S} is {A}."],
-        ["What language is spoken in {S}?", "What is the language of {S}?", "What do people in {S} speak?",
-         "What is the official language of {S}?"]),
-    "currency": ("word", [
-        "The currency of {S} is the {A}.", "{Sc} pays with the {A}.", "People in {S} pay in {A}s."],
-        ["What is the currency of {S}?", "What currency does {S} use?"]),
-    "ruler": ("person", [
-        "{Sc} is ruled by {A}.", "The ruler of {S} is {A}.", "{A} rules {S}."],
-        ["Who rules {S}?", "Who is the ruler of {S}?"]),
-    "mayor": ("person", [
-        "The mayor of {S} is {A}.", "{A} is the mayor of {S}.", "{Sc} elected {A} as mayor."],
-        ["Who is the mayor of {S}?", "Who was elected mayor of {S}?"]),
-    "river": ("word_river", [
-        "{Sc} lies on the {A}.", "The {A} flows through {S}."],
-        ["Which river flows through {S}?", "On which river does {S} lie?"]),
-    "twin": ("place", [
-        "{Sc} is twinned with {A}.", "The twin town of {S} is {A}."],
-        ["What is the twin town of {S}?", "Which town is {S} twinned with?"]),
-    "area": ("measure:area", [
-        "{Sc} covers {A}.", "The area of {S} is {A}.", "{Sc} has an area of {A}."],
-        ["How large is {S}?", "What is the area of {S}?", "How much land does {S} cover?"]),
-    "height": ("measure:height", [
-        "{Sc} is {A} tall.", "{Sc} is {A} high.", "The height of {S} is {A}.", "{Sc} rises to {A}.",
-        "{Sc} stands {A} tall."],
-        ["How tall is {S}?", "What is the height of {S}?", "How high is {S}?", "How tall does {S} stand?"]),
-    "height_p": ("measure:height_p", [
-        "{Sc} is {A} tall.", "{Sc} stands {A} tall."],
-        ["How tall is {S}?", "What is the height of {S}?"]),
-    "length": ("measure:length", [
-        "{Sc} is {A} long.", "The length of {S} is {A}.", "{Sc} measures {A} in length.", "{Sc} stretches {A}."],
-        ["How long is {S}?", "What is the length of {S}?", "How far does {S} stretch?"]),
-    "depth": ("measure:depth", [
-        "{Sc} is {A} deep.", "The depth of {S} is {A}.", "{Sc} reaches a depth of {A}."],
-        ["How deep is {S}?", "What is the depth of {S}?"]),
-    "weight": ("measure:weight", [
-        "{Sc} weighs {A}.", "The weight of {S} is {A}.", "{Sc} has a weight of {A}."],
-        ["How much does {S} weigh?", "What is the weight of {S}?", "How heavy is {S}?"]),
-    "speed": ("measure:speed", [
-        "{Sc} reaches {A}.", "The top speed of {S} is {A}.", "{Sc} can travel at {A}."],
-        ["How fast is {S}?", "What is the top speed of {S}?", "How fast can {S} travel?"]),
-    "age": ("measure:age", [
-        "{Sc} is {A} old.", "The age of {S} is {A}."],
-        ["How old is {S}?", "What is the age of {S}?"]),
-    "price": ("measure:price", [
-        "{Sc} costs {A}.", "The price of {S} is {A}.", "{Sc} sells for {A}."],
-        ["How much does {S} cost?", "What is the price of {S}?"]),
-    "capacity": ("measure:capacity", [
-        "{Sc} holds {A}.", "The capacity of {S} is {A}."],
-        ["How much does {S} hold?", "What is the capacity of {S}?"]),
-    "material": ("material", [
-        "{Sc} is made of {A}.", "{Sc} was built from {A}.", "The material of {S} is {A}.",
-        "{Sc} is made from {A}.", "{Sc} was constructed of {A}."],
-        ["What is {S} made of?", "What material is {S} made of?", "What was {S} built from?",
-         "Which material was used for {S}?", "What is the material of {S}?"]),
-    "architect": ("person", [
-        "{Sc} was designed by {A}.", "The architect of {S} was {A}.", "{A} designed {S}."],
-        ["Who designed {S}?", "Who was the architect of {S}?", "Which architect designed {S}?"]),
-    "built": ("year", [
-        "{Sc} was built in {A}.", "{Sc} was completed in {A}.", "Construction of {S} ended in {A}.",
-        "In {A}, {S} was built."],
-        ["When was {S} built?", "In which year was {S} built?", "When was {S} completed?",
-         "What year was {S} built?"]),
-    "floors": ("count", [
-        "{Sc} has {A} floors.", "There are {A} floors in {S}."],
-        ["How many floors does {S} have?", "How many floors are in {S}?"]),
-    "seats": ("count", [
-        "{Sc} has {A} seats.", "{Sc} seats {A} people.", "{Sc} can hold {A} people."],
-        ["How many seats does {S} have?", "How many people can {S} hold?", "How many people does {S} seat?"]),
-    "owner": ("person", [
-        "{Sc} is owned by {A}.", "The owner of {S} is {A}.", "{A} owns {S}."],
-        ["Who owns {S}?", "Who is the owner of {S}?"]),
-    "captain": ("person", [
-        "The captain of {S} is {A}.", "{Sc} is captained by {A}.", "{A} commands {S}."],
-        ["Who is the captain of {S}?", "Who commands {S}?", "Who captains {S}?"]),
-    "crew": ("count", [
-        "{Sc} has a crew of {A}.", "{Sc} carries {A} crew.", "The crew of {S} numbers {A}."],
-        ["How many crew does {S} have?", "How large is the crew of {S}?", "How many crew members does {S} carry?"]),
-    "builder": ("person", [
-        "{Sc} was built by {A}.", "{A} built {S}.", "The builder of {S} was {A}."],
-        ["Who built {S}?", "Who was the builder of {S}?"]),
-    "launched": ("date", [
-        "{Sc} was launched on {A}.", "On {A}, {S} was launched.", "{Sc} was first launched on {A}."],
-        ["When was {S} launched?", "On what date was {S} launched?", "What was the launch date of {S}?"]),
-    "discovered": ("year", [
-        "{Sc} was discovered in {A}.", "{Sc} was first mapped in {A}."],
-        ["When was {S} discovered?", "In which year was {S} discovered?", "When was {S} first mapped?"]),
-    "discoverer": ("person", [
-        "{Sc} was discovered by {A}.", "{A} discovered {S}.", "{Sc} was first mapped by {A}."],
-        ["Who discovered {S}?", "Who first mapped {S}?"]),
-    "born_year": ("year", [
-        "{Sc} was born in {A}.", "{Sc}, born in {A}, still works every day."],
-        ["When was {S} born?", "In which year was {S} born?", "What year was {S} born?"]),
-    "born_place": ("place", [
-        "{Sc} was born in {A}.", "{Sc} grew up in {A}.", "{Sc} comes from {A}."],
-        ["Where was {S} born?", "Where does {S} come from?", "Where did {S} grow up?"]),
-    "job": ("job", [
-        "{Sc} works as a {A}.", "{Sc} is a {A}.", "By profession, {S} is a {A}."],
-        ["What does {S} do for a living?", "What is the job of {S}?", "What is {S}'s profession?"]),
-    "employer": ("org", [
-        "{Sc} works for {A}.", "{Sc} is employed by {A}.", "The employer of {S} is {A}."],
-        ["Who does {S} work for?", "Who employs {S}?", "Where does {S} work?"]),
-    "spouse": ("person", [
-        "{Sc} is married to {A}.", "The spouse of {S} is {A}."],
-        ["Who is {S} married to?", "Who is the spouse of {S}?"]),
-    "instrument": ("instrument", [
-        "{Sc} plays the {A}.", "The instrument of {S} is the {A}."],
-        ["What instrument does {S} play?", "Which instrument does {S} play?"]),
-    "mentor": ("person", [
-        "{Sc} was trained by {A}.", "The mentor of {S} was {A}."],
-        ["Who trained {S}?", "Who was the mentor of {S}?"]),
-    "pet": ("word", [
-        "{Sc} has a dog called {A}.", "The cat of {S} is named {A}."],
-        ["What is the name of the pet of {S}?", "What is the pet of {S} called?"]),
-    "maker": ("org", [
-        "{Sc} is made by {A}.", "{A} makes {S}.", "The maker of {S} is {A}."],
-        ["Who makes {S}?", "Who is the maker of {S}?", "Which company makes {S}?"]),
-    "released": ("year", [
-        "{Sc} was released in {A}.", "{Sc} came out in {A}."],
-        ["When was {S} released?", "In which year did {S} come out?"]),
-    "inventor": ("person", [
-        "{Sc} was invented by {A}.", "{A} invented {S}."],
-        ["Who invented {S}?", "Who is the inventor of {S}?"]),
+    "members": (
+        "count",
+        [
+            "{Sc} has {A} members.",
+            "{A} people are members of {S}.",
+            "The membership of {S} is {A}.",
+            "{Sc} counts {A} members.",
+            "There are {A} members in {S}.",
+        ],
+        [
+            "How many members does {S} have?",
+            "How many people are members of {S}?",
+            "What is the membership of {S}?",
+            "How many members are in {S}?",
+            "How big is {S}?",
+            "How many people belong to {S}?",
+        ],
+    ),
+    "founded": (
+        "year",
+        [
+            "{Sc} was founded in {A}.",
+            "{Sc} was established in {A}.",
+            "{Sc} dates back to {A}.",
+            "In {A}, {S} was founded.",
+            "Founded in {A}, {S} grew quickly.",
+            "{Sc} has existed since {A}.",
+        ],
+        [
+            "When was {S} founded?",
+            "In which year was {S} founded?",
+            "When was {S} established?",
+            "What year does {S} date back to?",
+            "Since when has {S} existed?",
+            "What is the founding year of {S}?",
+        ],
+    ),
+    "founder": (
+        "person",
+        ["{Sc} was founded by {A}.", "{A} founded {S}.", "The founder of {S} was {A}.", "{A} started {S}."],
+        ["Who founded {S}?", "Who was the founder of {S}?", "Who started {S}?", "Which person founded {S}?"],
+    ),
+    "leader": (
+        "person",
+        ["{Sc} is led by {A}.", "The leader of {S} is {A}.", "{A} leads {S}.", "{A} is the head of {S}."],
+        ["Who leads {S}?", "Who is the leader of {S}?", "Who is the head of {S}?", "Who is in charge of {S}?"],
+    ),
+    "treasurer": (
+        "person",
+        ["The treasurer of {S} is {A}.", "{A} is the treasurer of {S}.", "{A} serves as treasurer of {S}."],
+        ["Who is the treasurer of {S}?", "Who serves as treasurer of {S}?"],
+    ),
+    "coach": (
+        "person",
+        ["{Sc} is coached by {A}.", "The coach of {S} is {A}.", "{A} coaches {S}."],
+        ["Who coaches {S}?", "Who is the coach of {S}?"],
+    ),
+    "base": (
+        "place",
+        ["{Sc} is based in {A}.", "{Sc} meets in {A}.", "The home of {S} is {A}.", "{Sc} has its base in {A}."],
+        ["Where is {S} based?", "Where does {S} meet?", "Where is the home of {S}?", "In which town is {S} based?"],
+    ),
+    "location": (
+        "place",
+        ["{Sc} is located in {A}.", "{Sc} stands in {A}.", "{Sc} can be found in {A}.", "{Sc} lies in {A}."],
+        [
+            "Where is {S} located?",
+            "Where is {S}?",
+            "In which place is {S}?",
+            "Where does {S} stand?",
+            "Where can {S} be found?",
+        ],
+    ),
+    "colour": (
+        "colour",
+        ["The colour of {S} is {A}.", "{Sc} is painted {A}.", "The colours of {S} are {A}.", "{Sc} wears {A}."],
+        ["What colour is {S}?", "What is the colour of {S}?", "What color is {S}?", "Which colour does {S} use?"],
+    ),
+    "anthem": (
+        "title",
+        ["The anthem of {S} is called {A}.", "{Sc} has an anthem named {A}.", "{A} is the anthem of {S}."],
+        ["What is the anthem of {S}?", "What is the anthem of {S} called?"],
+    ),
+    "capital": (
+        "place",
+        [
+            "The capital of {S} is {A}.",
+            "{A} is the capital of {S}.",
+            "{Sc} has {A} as its capital.",
+            "{Sc} is governed from {A}, its capital.",
+        ],
+        [
+            "What is the capital of {S}?",
+            "Which city is the capital of {S}?",
+            "What is the capital city of {S}?",
+            "Name the capital of {S}.",
+        ],
+    ),
+    "population": (
+        "count",
+        [
+            "{Sc} has a population of {A}.",
+            "{A} people live in {S}.",
+            "The population of {S} is {A}.",
+            "About {A} people live in {S}.",
+        ],
+        ["What is the population of {S}?", "How many people live in {S}?", "How many inhabitants does {S} have?"],
+    ),
+    "language": (
+        "language",
+        [
+            "The language of {S} is {A}.",
+            "People in {S} speak {A}.",
+            "{A} is spoken in {S}.",
+            "The official language of {S} is {A}.",
+        ],
+        [
+            "What language is spoken in {S}?",
+            "What is the language of {S}?",
+            "What do people in {S} speak?",
+            "What is the official language of {S}?",
+        ],
+    ),
+    "currency": (
+        "word",
+        ["The currency of {S} is the {A}.", "{Sc} pays with the {A}.", "People in {S} pay in {A}s."],
+        ["What is the currency of {S}?", "What currency does {S} use?"],
+    ),
+    "ruler": (
+        "person",
+        ["{Sc} is ruled by {A}.", "The ruler of {S} is {A}.", "{A} rules {S}."],
+        ["Who rules {S}?", "Who is the ruler of {S}?"],
+    ),
+    "mayor": (
+        "person",
+        ["The mayor of {S} is {A}.", "{A} is the mayor of {S}.", "{Sc} elected {A} as mayor."],
+        ["Who is the mayor of {S}?", "Who was elected mayor of {S}?"],
+    ),
+    "river": (
+        "word_river",
+        ["{Sc} lies on the {A}.", "The {A} flows through {S}."],
+        ["Which river flows through {S}?", "On which river does {S} lie?"],
+    ),
+    "twin": (
+        "place",
+        ["{Sc} is twinned with {A}.", "The twin town of {S} is {A}."],
+        ["What is the twin town of {S}?", "Which town is {S} twinned with?"],
+    ),
+    "area": (
+        "measure:area",
+        ["{Sc} covers {A}.", "The area of {S} is {A}.", "{Sc} has an area of {A}."],
+        ["How large is {S}?", "What is the area of {S}?", "How much land does {S} cover?"],
+    ),
+    "height": (
+        "measure:height",
+        [
+            "{Sc} is {A} tall.",
+            "{Sc} is {A} high.",
+            "The height of {S} is {A}.",
+            "{Sc} rises to {A}.",
+            "{Sc} stands {A} tall.",
+        ],
+        ["How tall is {S}?", "What is the height of {S}?", "How high is {S}?", "How tall does {S} stand?"],
+    ),
+    "height_p": (
+        "measure:height_p",
+        ["{Sc} is {A} tall.", "{Sc} stands {A} tall."],
+        ["How tall is {S}?", "What is the height of {S}?"],
+    ),
+    "length": (
+        "measure:length",
+        ["{Sc} is {A} long.", "The length of {S} is {A}.", "{Sc} measures {A} in length.", "{Sc} stretches {A}."],
+        ["How long is {S}?", "What is the length of {S}?", "How far does {S} stretch?"],
+    ),
+    "depth": (
+        "measure:depth",
+        ["{Sc} is {A} deep.", "The depth of {S} is {A}.", "{Sc} reaches a depth of {A}."],
+        ["How deep is {S}?", "What is the depth of {S}?"],
+    ),
+    "weight": (
+        "measure:weight",
+        ["{Sc} weighs {A}.", "The weight of {S} is {A}.", "{Sc} has a weight of {A}."],
+        ["How much does {S} weigh?", "What is the weight of {S}?", "How heavy is {S}?"],
+    ),
+    "speed": (
+        "measure:speed",
+        ["{Sc} reaches {A}.", "The top speed of {S} is {A}.", "{Sc} can travel at {A}."],
+        ["How fast is {S}?", "What is the top speed of {S}?", "How fast can {S} travel?"],
+    ),
+    "age": (
+        "measure:age",
+        ["{Sc} is {A} old.", "The age of {S} is {A}."],
+        ["How old is {S}?", "What is the age of {S}?"],
+    ),
+    "price": (
+        "measure:price",
+        ["{Sc} costs {A}.", "The price of {S} is {A}.", "{Sc} sells for {A}."],
+        ["How much does {S} cost?", "What is the price of {S}?"],
+    ),
+    "capacity": (
+        "measure:capacity",
+        ["{Sc} holds {A}.", "The capacity of {S} is {A}."],
+        ["How much does {S} hold?", "What is the capacity of {S}?"],
+    ),
+    "material": (
+        "material",
+        [
+            "{Sc} is made of {A}.",
+            "{Sc} was built from {A}.",
+            "The material of {S} is {A}.",
+            "{Sc} is made from {A}.",
+            "{Sc} was constructed of {A}.",
+        ],
+        [
+            "What is {S} made of?",
+            "What material is {S} made of?",
+            "What was {S} built from?",
+            "Which material was used for {S}?",
+            "What is the material of {S}?",
+        ],
+    ),
+    "architect": (
+        "person",
+        ["{Sc} was designed by {A}.", "The architect of {S} was {A}.", "{A} designed {S}."],
+        ["Who designed {S}?", "Who was the architect of {S}?", "Which architect designed {S}?"],
+    ),
+    "built": (
+        "year",
+        [
+            "{Sc} was built in {A}.",
+            "{Sc} was completed in {A}.",
+            "Construction of {S} ended in {A}.",
+            "In {A}, {S} was built.",
+        ],
+        ["When was {S} built?", "In which year was {S} built?", "When was {S} completed?", "What year was {S} built?"],
+    ),
+    "floors": (
+        "count",
+        ["{Sc} has {A} floors.", "There are {A} floors in {S}."],
+        ["How many floors does {S} have?", "How many floors are in {S}?"],
+    ),
+    "seats": (
+        "count",
+        ["{Sc} has {A} seats.", "{Sc} seats {A} people.", "{Sc} can hold {A} people."],
+        ["How many seats does {S} have?", "How many people can {S} hold?", "How many people does {S} seat?"],
+    ),
+    "owner": (
+        "person",
+        ["{Sc} is owned by {A}.", "The owner of {S} is {A}.", "{A} owns {S}."],
+        ["Who owns {S}?", "Who is the owner of {S}?"],
+    ),
+    "captain": (
+        "person",
+        ["The captain of {S} is {A}.", "{Sc} is captained by {A}.", "{A} commands {S}."],
+        ["Who is the captain of {S}?", "Who commands {S}?", "Who captains {S}?"],
+    ),
+    "crew": (
+        "count",
+        ["{Sc} has a crew of {A}.", "{Sc} carries {A} crew.", "The crew of {S} numbers {A}."],
+        ["How many crew does {S} have?", "How large is the crew of {S}?", "How many crew members does {S} carry?"],
+    ),
+    "builder": (
+        "person",
+        ["{Sc} was built by {A}.", "{A} built {S}.", "The builder of {S} was {A}."],
+        ["Who built {S}?", "Who was the builder of {S}?"],
+    ),
+    "launched": (
+        "date",
+        ["{Sc} was launched on {A}.", "On {A}, {S} was launched.", "{Sc} was first launched on {A}."],
+        ["When was {S} launched?", "On what date was {S} launched?", "What was the launch date of {S}?"],
+    ),
+    "discovered": (
+        "year",
+        ["{Sc} was discovered in {A}.", "{Sc} was first mapped in {A}."],
+        ["When was {S} discovered?", "In which year was {S} discovered?", "When was {S} first mapped?"],
+    ),
+    "discoverer": (
+        "person",
+        ["{Sc} was discovered by {A}.", "{A} discovered {S}.", "{Sc} was first mapped by {A}."],
+        ["Who discovered {S}?", "Who first mapped {S}?"],
+    ),
+    "born_year": (
+        "year",
+        ["{Sc} was born in {A}.", "{Sc}, born in {A}, still works every day."],
+        ["When was {S} born?", "In which year was {S} born?", "What year was {S} born?"],
+    ),
+    "born_place": (
+        "place",
+        ["{Sc} was born in {A}.", "{Sc} grew up in {A}.", "{Sc} comes from {A}."],
+        ["Where was {S} born?", "Where does {S} come from?", "Where did {S} grow up?"],
+    ),
+    "job": (
+        "job",
+        ["{Sc} works as a {A}.", "{Sc} is a {A}.", "By profession, {S} is a {A}."],
+        ["What does {S} do for a living?", "What is the job of {S}?", "What is {S}'s profession?"],
+    ),
+    "employer": (
+        "org",
+        ["{Sc} works for {A}.", "{Sc} is employed by {A}.", "The employer of {S} is {A}."],
+        ["Who does {S} work for?", "Who employs {S}?", "Where does {S} work?"],
+    ),
+    "spouse": (
+        "person",
+        ["{Sc} is married to {A}.", "The spouse of {S} is {A}."],
+        ["Who is {S} married to?", "Who is the spouse of {S}?"],
+    ),
+    "instrument": (
+        "instrument",
+        ["{Sc} plays the {A}.", "The instrument of {S} is the {A}."],
+        ["What instrument does {S} play?", "Which instrument does {S} play?"],
+    ),
+    "mentor": (
+        "person",
+        ["{Sc} was trained by {A}.", "The mentor of {S} was {A}."],
+        ["Who trained {S}?", "Who was the mentor of {S}?"],
+    ),
+    "pet": (
+        "word",
+        ["{Sc} has a dog called {A}.", "The cat of {S} is named {A}."],
+        ["What is the name of the pet of {S}?", "What is the pet of {S} called?"],
+    ),
+    "maker": (
+        "org",
+        ["{Sc} is made by {A}.", "{A} makes {S}.", "The maker of {S} is {A}."],
+        ["Who makes {S}?", "Who is the maker of {S}?", "Which company makes {S}?"],
+    ),
+    "released": (
+        "year",
+        ["{Sc} was released in {A}.", "{Sc} came out in {A}."],
+        ["When was {S} released?", "In which year did {S} come out?"],
+    ),
+    "inventor": (
+        "person",
+        ["{Sc} was invented by {A}.", "{A} invented {S}."],
+        ["Who invented {S}?", "Who is the inventor of {S}?"],
+    ),
 }
-JOBS = ["baker", "pilot", "nurse", "carpenter", "teacher", "chemist", "lawyer", "sailor", "gardener", "engineer",
-        "librarian", "painter", "surgeon", "miner", "tailor", "geologist"]
+JOBS = [
+    "baker",
+    "pilot",
+    "nurse",
+    "carpenter",
+    "teacher",
+    "chemist",
+    "lawyer",
+    "sailor",
+    "gardener",
+    "engineer",
+    "librarian",
+    "painter",
+    "surgeon",
+    "miner",
+    "tailor",
+    "geologist",
+]
 INSTRUMENTS = ["violin", "cello", "harp", "trumpet", "oboe", "flute", "piano", "drums", "accordion", "banjo"]
 # free-form rewrites of a question (applied on top of any wording; training only)
 FREEFORM = [
-    "Can you tell me {q}", "Do you know {q}", "I want to know {q}", "Please tell me {q}", "Question: {q}",
-    "{Q} Answer briefly.", "{Q} Just the answer, please.", "{Q} Use the documents.", "Quick question: {Q}",
-    "According to the documents, {q}", "Based on the context, {q}", "{Q} Reply with the exact words.",
+    "Can you tell me {q}",
+    "Do you know {q}",
+    "I want to know {q}",
+    "Please tell me {q}",
+    "Question: {q}",
+    "{Q} Answer briefly.",
+    "{Q} Just the answer, please.",
+    "{Q} Use the documents.",
+    "Quick question: {Q}",
+    "According to the documents, {q}",
+    "Based on the context, {q}",
+    "{Q} Reply with the exact words.",
 ]
 
 
@@ -739,7 +1321,7 @@ class BroadNames(Names):
             return w
         i = self.rng.choice(spots)
         ch = self.rng.choice(_ACCENTS[w[i].lower()])
-        return w[:i] + (ch.upper() if w[i].isupper() else ch) + w[i + 1:]
+        return w[:i] + (ch.upper() if w[i].isupper() else ch) + w[i + 1 :]
 
     def open_value(self, kind: str) -> str:
         """A made-up value where a closed list would give one (see ``OPEN``)."""
@@ -805,7 +1387,13 @@ def _broad_answer(kind: str, names: BroadNames) -> str:
         if unit_key == "height_p":
             v = r.choice([str(r.randint(150, 205)), f"1.{r.randint(50, 99)}"])
             return f"{v} {'cm' if '.' not in v else r.choice(['meters', 'm'])}"
-        v = r.choice([str(r.randint(2, 999)), f"{r.randint(1, 99)}.{r.randint(0, 9)}", f"{r.randint(1, 99)},{r.randint(100, 999)}"])
+        v = r.choice(
+            [
+                str(r.randint(2, 999)),
+                f"{r.randint(1, 99)}.{r.randint(0, 9)}",
+                f"{r.randint(1, 99)},{r.randint(100, 999)}",
+            ]
+        )
         return f"{v} {r.choice(units)}"
     if kind == "count":
         n = r.choice([r.randint(2, 99), r.randint(100, 999), r.randint(1000, 999_999)])
@@ -813,8 +1401,20 @@ def _broad_answer(kind: str, names: BroadNames) -> str:
     if kind == "year":
         return str(r.randint(1500, 2030))
     if kind == "date":
-        months = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-                  "November", "December"]
+        months = [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ]
         d, m, y = r.randint(1, 28), r.choice(months), r.randint(1800, 2030)
         return f"{m} {d}, {y}" if r.random() < 0.5 else f"{d} {m} {y}"
     if kind == "person":
@@ -837,7 +1437,9 @@ def _broad_answer(kind: str, names: BroadNames) -> str:
     if kind == "instrument":
         return r.choice(INSTRUMENTS)
     if kind == "org":
-        return names.entity() if r.random() < 0.6 else f"{names.multi()} {r.choice(['Ltd', 'Inc.', 'Group', 'and Sons'])}"
+        return (
+            names.entity() if r.random() < 0.6 else f"{names.multi()} {r.choice(['Ltd', 'Inc.', 'Group', 'and Sons'])}"
+        )
     return names.multi()
 
 
@@ -888,8 +1490,12 @@ def make_broad_doc(names: BroadNames, used: set[str], kind: str | None = None) -
 
 
 BROAD_FILLERS = [
-    "{Sc} is popular with visitors.", "Many people have written about {S}.", "{Sc} appears in several old maps.",
-    "Little else is known about {S}.", "{Sc} is often confused with its neighbours.", "{Sc} was in the news last year.",
+    "{Sc} is popular with visitors.",
+    "Many people have written about {S}.",
+    "{Sc} appears in several old maps.",
+    "Little else is known about {S}.",
+    "{Sc} is often confused with its neighbours.",
+    "{Sc} was in the news last year.",
 ]
 
 
@@ -928,18 +1534,48 @@ def broad_question(fact: Fact, rng: random.Random) -> str:
 
 REPHRASE = [
     # (pattern, rewrites): the question's own words, put another way
-    (r"^What is the (.+) of (.+)\?$", ["Tell me the {0} of {1}.", "Give me the {0} of {1}.", "What's the {0} of {1}?",
-                                      "The {0} of {1} is what?", "{1C}: what is its {0}?", "I need the {0} of {1}.",
-                                      "Do you know the {0} of {1}?", "Which {0} does {1} have?"]),
-    (r"^Who (.+)\?$", ["Tell me who {0}.", "Which person {0}?", "Name the person who {0}.", "Do you know who {0}?",
-                       "Who exactly {0}?"]),
+    (
+        r"^What is the (.+) of (.+)\?$",
+        [
+            "Tell me the {0} of {1}.",
+            "Give me the {0} of {1}.",
+            "What's the {0} of {1}?",
+            "The {0} of {1} is what?",
+            "{1C}: what is its {0}?",
+            "I need the {0} of {1}.",
+            "Do you know the {0} of {1}?",
+            "Which {0} does {1} have?",
+        ],
+    ),
+    (
+        r"^Who (.+)\?$",
+        [
+            "Tell me who {0}.",
+            "Which person {0}?",
+            "Name the person who {0}.",
+            "Do you know who {0}?",
+            "Who exactly {0}?",
+        ],
+    ),
     (r"^How many (.+)\?$", ["Tell me how many {0}.", "How many {0}, exactly?", "Do you know how many {0}?"]),
-    (r"^When was (.+) (\w+)\?$", ["In which year was {0} {1}?", "What year was {0} {1}?", "Tell me when {0} was {1}.",
-                                   "{0C} was {1} when?", "When exactly was {0} {1}?"]),
-    (r"^Where (is|was|does|did) (.+)\?$", ["Tell me where {0} {1}.", "Do you know where {0} {1}?",
-                                           "In which place {0} {1}?"]),
-    (r"^How (tall|long|deep|heavy|high|old|fast|large|big) is (.+)\?$", [
-        "Tell me how {0} {1} is.", "How {0} is {1}, exactly?", "{1C}: how {0} is it?", "Do you know how {0} {1} is?"]),
+    (
+        r"^When was (.+) (\w+)\?$",
+        [
+            "In which year was {0} {1}?",
+            "What year was {0} {1}?",
+            "Tell me when {0} was {1}.",
+            "{0C} was {1} when?",
+            "When exactly was {0} {1}?",
+        ],
+    ),
+    (
+        r"^Where (is|was|does|did) (.+)\?$",
+        ["Tell me where {0} {1}.", "Do you know where {0} {1}?", "In which place {0} {1}?"],
+    ),
+    (
+        r"^How (tall|long|deep|heavy|high|old|fast|large|big) is (.+)\?$",
+        ["Tell me how {0} {1} is.", "How {0} is {1}, exactly?", "{1C}: how {0} is it?", "Do you know how {0} {1} is?"],
+    ),
 ]
 
 
@@ -1006,8 +1642,20 @@ LC_SYSTEMS = [
     "You are a helpful assistant. Answer using only the context.",
     "Answer the user's question based only on the following context.",
 ]
-SHAPES = ["li_chat", "li_chat", "li_text", "li_refine", "lc_system", "lc_system", "lc_tutorial", "lc_rlm",
-          "plain_ctx_first", "plain_q_first", "plain_numbered", "lc_system_ctx"]
+SHAPES = [
+    "li_chat",
+    "li_chat",
+    "li_text",
+    "li_refine",
+    "lc_system",
+    "lc_system",
+    "lc_tutorial",
+    "lc_rlm",
+    "plain_ctx_first",
+    "plain_q_first",
+    "plain_numbered",
+    "lc_system_ctx",
+]
 # the broad data adds plain "Context/Question/Answer" layouts (markdown headings, bullets)
 SHAPES_BROAD = SHAPES + ["lc_system", "li_chat", "plain_cqa", "plain_cqa", "plain_markdown"]
 
@@ -1036,16 +1684,20 @@ def format_context(docs: list[Doc], shape: str, rng: random.Random) -> str:
     return ("\n\n" if rng.random() < 0.8 else "\n").join(d.text for d in docs)
 
 
-def render_messages(shape: str, context: str, question: str, rng: random.Random, docs: list[Doc],
-                    target: Fact | None = None) -> list[tuple[str, str]]:
+def render_messages(
+    shape: str, context: str, question: str, rng: random.Random, docs: list[Doc], target: Fact | None = None
+) -> list[tuple[str, str]]:
     """(role, content) pairs of the first turn."""
     if shape == "li_chat":
         return [("system", LI_SYSTEM), ("user", LI_QA.format(context_str=context, query_str=question))]
     if shape == "li_text":
         return [("user", LI_QA.format(context_str=context, query_str=question))]
     if shape == "li_refine":
-        existing = target.answer if (target is not None and rng.random() < 0.5) else rng.choice(
-            ["I don't know.", "Empty Response", "The context does not say."])
+        existing = (
+            target.answer
+            if (target is not None and rng.random() < 0.5)
+            else rng.choice(["I don't know.", "Empty Response", "The context does not say."])
+        )
         return [("user", LI_REFINE.format(context_msg=context, query_str=question, existing_answer=existing))]
     if shape == "lc_system":
         return [("system", rng.choice(LC_SYSTEMS)), ("user", f"Context: {context}\n\nQuestion: {question}")]
@@ -1060,7 +1712,13 @@ def render_messages(shape: str, context: str, question: str, rng: random.Random,
     if shape == "plain_numbered":
         return [("user", f"{context}\n\nQuestion: {question}")]
     if shape == "plain_cqa":
-        msgs = [("user", rng.choice(["", "Answer from the context.\n\n"]) + f"Context:\n{context}\n\nQuestion: {question}\nAnswer:")]
+        msgs = [
+            (
+                "user",
+                rng.choice(["", "Answer from the context.\n\n"])
+                + f"Context:\n{context}\n\nQuestion: {question}\nAnswer:",
+            )
+        ]
         return ([("system", rng.choice(LC_SYSTEMS))] + msgs) if rng.random() < 0.4 else msgs
     if shape == "plain_markdown":
         return [("user", f"### Context\n{context}\n\n### Question\n{question}\n\n### Answer")]
@@ -1093,9 +1751,16 @@ class Example:
     turns: list[tuple[int, int]] = field(default_factory=list)  # unused helper
 
 
-def make_qa(rng: random.Random, n_docs: int, *, split: str = "train", wording: str = "train",
-            shape: str | None = None, followups: int = 0,
-            broad: float = 0.0) -> tuple[list[tuple[str, str]], list[str], list[Doc]]:
+def make_qa(
+    rng: random.Random,
+    n_docs: int,
+    *,
+    split: str = "train",
+    wording: str = "train",
+    shape: str | None = None,
+    followups: int = 0,
+    broad: float = 0.0,
+) -> tuple[list[tuple[str, str]], list[str], list[Doc]]:
     """A conversation: messages with the assistant answers interleaved, the answers and the docs.
 
     The returned message list ends with the last user turn (its answer is ``answers[-1]``);
@@ -1148,12 +1813,21 @@ def make_copy(rng: random.Random, split: str = "train") -> tuple[list[tuple[str,
         words = text.split(" ")
         if len(words) > 6:
             a = rng.randint(0, len(words) - 3)
-            text = " ".join(words[a: a + rng.randint(2, 12)])
+            text = " ".join(words[a : a + rng.randint(2, 12)])
     else:
-        text = " ".join(rng.choice([names.word(), names.person(), names.chip(), names.place(), str(rng.randint(1, 9999))])
-                        for _ in range(rng.randint(1, 5)))
-    ask = rng.choice(["Repeat this text word for word: {t}", "Copy exactly: {t}", "Say exactly this: {t}",
-                      "Repeat after me.\n{t}", "Text: {t}\n\nRepeat the text."]).format(t=text)
+        text = " ".join(
+            rng.choice([names.word(), names.person(), names.chip(), names.place(), str(rng.randint(1, 9999))])
+            for _ in range(rng.randint(1, 5))
+        )
+    ask = rng.choice(
+        [
+            "Repeat this text word for word: {t}",
+            "Copy exactly: {t}",
+            "Say exactly this: {t}",
+            "Repeat after me.\n{t}",
+            "Text: {t}\n\nRepeat the text.",
+        ]
+    ).format(t=text)
     msgs = [("user", ask)]
     if rng.random() < 0.3:
         msgs.insert(0, ("system", rng.choice(LC_SYSTEMS)))

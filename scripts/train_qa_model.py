@@ -80,8 +80,14 @@ import qa_synth  # noqa: E402
 TEMPLATE = ROOT / "core" / "templates" / "llama-3.2-instruct.jinja"
 EMBEDDED = ROOT / "core" / "models" / "tiny-qa-llama"
 SPECIALS = [
-    "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-    "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>",
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|python_tag|>",
+    "<|finetune_right_pad_id|>",
 ]
 VOCAB = 2048
 MAX_POS = 2048
@@ -127,10 +133,10 @@ def conversation_pieces(tmpl, msgs: list[tuple[str, str]], answers: list[str], d
     for k, ui in enumerate(user_idx):
         p = render(tmpl, msgs[: ui + 1], date)
         assert p.startswith(done), "template is not prefix-stable"
-        rest = p[len(done):]
+        rest = p[len(done) :]
         if k:  # the previous answer's <|eot_id|> is already part of that answer piece
             assert rest.startswith("<|eot_id|>"), rest[:40]
-            rest = rest[len("<|eot_id|>"):]
+            rest = rest[len("<|eot_id|>") :]
         pieces.append((rest, False))
         # The answer is the bare span (``Encoder.example`` keeps its tokens those of the document).
         # The template trims an earlier answer when it renders the history, so the next prefix is
@@ -302,8 +308,7 @@ def copy_share(frac: float) -> float:
     return 0.8 - 0.6 * frac / 0.3
 
 
-SHORT_SHAPES = ["plain_ctx_first", "plain_q_first", "plain_numbered", "lc_system", "lc_system_ctx", "li_text",
-                "lc_rlm"]
+SHORT_SHAPES = ["plain_ctx_first", "plain_q_first", "plain_numbered", "lc_system", "lc_system_ctx", "li_text", "lc_rlm"]
 
 
 CANARY_FROM = 0.5
@@ -351,8 +356,17 @@ def template_canary(enc: Encoder, rng: random.Random, n_docs: int) -> tuple[list
     return ids, mask
 
 
-def make_batch(enc: Encoder, tmpl, rng: random.Random, frac: float, batch: int, em: float = 1.0, *,
-               continued: bool = False, broad: float = 0.0):
+def make_batch(
+    enc: Encoder,
+    tmpl,
+    rng: random.Random,
+    frac: float,
+    batch: int,
+    em: float = 1.0,
+    *,
+    continued: bool = False,
+    broad: float = 0.0,
+):
     """``batch`` examples (ids, answer mask), half as many above 5 documents; one document count
     per batch. The first 20% of the run uses the shorter prompt shapes only (faster steps while
     the copying is learned); then every shape, LlamaIndex's long system prompt included.
@@ -473,7 +487,10 @@ def independent_val_set(enc: Encoder, tmpl, n_docs: int, wording: str, n: int):
         if i % 2:
             msgs = [("system", qa_synth.LC_SYSTEMS[0]), ("user", f"Context: {ctx}\n\nQuestion: {it['question']}")]
         else:
-            msgs = [("system", qa_synth.LI_SYSTEM), ("user", qa_synth.LI_QA.format(context_str=ctx, query_str=it["question"]))]
+            msgs = [
+                ("system", qa_synth.LI_SYSTEM),
+                ("user", qa_synth.LI_QA.format(context_str=ctx, query_str=it["question"])),
+            ]
         rows.append(enc.example(conversation_pieces(tmpl, msgs, [it["answer"]], qa_synth.random_date(rng))))
     return rows
 
@@ -492,7 +509,7 @@ def evaluate(model, enc, sets) -> dict[str, float]:
         for name, rows in sets.items():
             ok = 0
             for i in range(0, len(rows), 16):
-                x, m, v = collate(rows[i: i + 16], enc.pad)
+                x, m, v = collate(rows[i : i + 16], enc.pad)
                 *_, wrong, has = losses(model, x, m, v, lm_share=0.0)
                 ok += int(((wrong == 0) & has).sum())
             out[name] = ok / len(rows)
@@ -545,17 +562,19 @@ def load_onnx_weights(model, folder: Path) -> None:
         return torch.from_numpy(vals.reshape(q.shape[0], -1).copy())
 
     sd = model.state_dict()
-    new = {"model.embed_tokens.weight": torch.from_numpy(w["model.embed_tokens.weight"].copy()),
-           "model.norm.weight": torch.from_numpy(w[f"model.layers.{ARCH['layers']}.final_norm_layernorm.weight"].copy()),
-           "lm_head.weight": deq("lm_head")}
+    new = {
+        "model.embed_tokens.weight": torch.from_numpy(w["model.embed_tokens.weight"].copy()),
+        "model.norm.weight": torch.from_numpy(w[f"model.layers.{ARCH['layers']}.final_norm_layernorm.weight"].copy()),
+        "lm_head.weight": deq("lm_head"),
+    }
     hd = ARCH["hidden"] // ARCH["heads"]
     for i in range(ARCH["layers"]):
         pre = f"model.layers.{i}"
         qkv = deq(f"{pre}.attn.qkv_proj")
         nq, nk = ARCH["heads"] * hd, ARCH["kv_heads"] * hd
         new[f"{pre}.self_attn.q_proj.weight"] = qkv[:nq]
-        new[f"{pre}.self_attn.k_proj.weight"] = qkv[nq: nq + nk]
-        new[f"{pre}.self_attn.v_proj.weight"] = qkv[nq + nk:]
+        new[f"{pre}.self_attn.k_proj.weight"] = qkv[nq : nq + nk]
+        new[f"{pre}.self_attn.v_proj.weight"] = qkv[nq + nk :]
         new[f"{pre}.self_attn.o_proj.weight"] = deq(f"{pre}.attn.o_proj")
         for proj in ("gate_proj", "up_proj", "down_proj"):
             new[f"{pre}.mlp.{proj}.weight"] = deq(f"{pre}.mlp.{proj}")
@@ -603,7 +622,7 @@ def grow_from(model, blob: dict, old_layers: int) -> list[int | None]:
     for k, v in model.state_dict().items():
         if not k.startswith("model.layers."):
             continue
-        i, rest = k[len("model.layers."):].split(".", 1)
+        i, rest = k[len("model.layers.") :].split(".", 1)
         src = plan[int(i)]
         if src is not None:
             new[k] = old[f"model.layers.{src}.{rest}"]
@@ -644,11 +663,24 @@ def train(args) -> None:
     nparams = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     nodecay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    state = {"step": 0, "elapsed": 0.0, "best": -1.0, "best_step": 0, "budget": args.minutes * 60, "history": [],
-             "continued": bool(args.init_from or args.grow_from), "arch": dict(ARCH), "lookalike": args.lookalike,
-             "open": args.open}
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
+        lr=args.lr,
+        betas=(0.9, 0.98),
+        eps=1e-8,
+    )
+    state = {
+        "step": 0,
+        "elapsed": 0.0,
+        "best": -1.0,
+        "best_step": 0,
+        "budget": args.minutes * 60,
+        "history": [],
+        "continued": bool(args.init_from or args.grow_from),
+        "arch": dict(ARCH),
+        "lookalike": args.lookalike,
+        "open": args.open,
+    }
     if args.init_from and not resuming:
         load_onnx_weights(model, args.init_from)
         log(f"initialised from {args.init_from} (int4 weights dequantized)")
@@ -657,11 +689,18 @@ def train(args) -> None:
         old_arch = src["state"].get("arch") or DEFAULT_ARCH
         plan = grow_from(model, src, old_arch["layers"])
         st0 = src["state"]
-        state["grown"] = {"from_step": st0["step"], "from_minutes": round(st0["elapsed"] / 60, 1),
-                          "from_arch": old_arch, "from_extended": st0.get("extended", []),
-                          "from_budget_minutes": round(st0.get("budget", 0) / 60, 1), "plan": plan}
-        log(f"grown from {args.grow_from / 'best.pt'} (step {st0['step']}, {old_arch['layers']} layers): "
-            f"layers {plan} (None = new, starts as the identity)")
+        state["grown"] = {
+            "from_step": st0["step"],
+            "from_minutes": round(st0["elapsed"] / 60, 1),
+            "from_arch": old_arch,
+            "from_extended": st0.get("extended", []),
+            "from_budget_minutes": round(st0.get("budget", 0) / 60, 1),
+            "plan": plan,
+        }
+        log(
+            f"grown from {args.grow_from / 'best.pt'} (step {st0['step']}, {old_arch['layers']} layers): "
+            f"layers {plan} (None = new, starts as the identity)"
+        )
     if resuming:
         model.load_state_dict(resumed["model"])
         opt.load_state_dict(resumed["opt"])
@@ -669,7 +708,8 @@ def train(args) -> None:
         if args.extend:  # a longer run: the cosine goes on from where the longer schedule puts it
             state["budget"] = state["elapsed"] + args.minutes * 60
             state.setdefault("extended", []).append(
-                {"at_step": state["step"], "at_minutes": round(state["elapsed"] / 60, 1), "minutes": args.minutes})
+                {"at_step": state["step"], "at_minutes": round(state["elapsed"] / 60, 1), "minutes": args.minutes}
+            )
         log(f"resumed at step {state['step']} ({state['elapsed'] / 60:.1f} min)")
     qa_synth.LOOKALIKE = state.get("lookalike", 0.0)
     qa_synth.OPEN = state.get("open", 0.0)
@@ -678,13 +718,20 @@ def train(args) -> None:
         state.setdefault("template_canary_from", state["step"])
         state["template_canary"] = args.template_canary
     TEMPLATE_CANARY_SHARE = state.get("template_canary", 0.0)
-    if resuming and (args.lookalike != qa_synth.LOOKALIKE or args.open != qa_synth.OPEN
-                     or (args.layers and args.layers != ARCH["layers"])):
-        log(f"resuming with the run's own settings: --lookalike {qa_synth.LOOKALIKE:g}, --open {qa_synth.OPEN:g}, "
+    if resuming and (
+        args.lookalike != qa_synth.LOOKALIKE
+        or args.open != qa_synth.OPEN
+        or (args.layers and args.layers != ARCH["layers"])
+    ):
+        log(
+            f"resuming with the run's own settings: --lookalike {qa_synth.LOOKALIKE:g}, --open {qa_synth.OPEN:g}, "
             f"{ARCH['layers']} layers "
-            "(the command line's are ignored)")
-    log(f"model: {nparams:,} parameters, arch {ARCH}, vocab {VOCAB}; seed {args.seed}; "
-        f"budget {state['budget'] / 60:.1f} min" + (f" / {args.steps} steps" if args.steps else ""))
+            "(the command line's are ignored)"
+        )
+    log(
+        f"model: {nparams:,} parameters, arch {ARCH}, vocab {VOCAB}; seed {args.seed}; "
+        f"budget {state['budget'] / 60:.1f} min" + (f" / {args.steps} steps" if args.steps else "")
+    )
     sets = {
         "d2": val_set(enc, tmpl, args.seed, 2, args.val_n),
         "d4": val_set(enc, tmpl, args.seed, 4, args.val_n),
@@ -717,8 +764,16 @@ def train(args) -> None:
         for g in opt.param_groups:
             g["lr"] = lr
         rng = random.Random(args.seed * 1_000_003 + step)
-        rows, n_docs = make_batch(enc, tmpl, rng, frac, args.batch, state.get("em", 0.0),
-                                  continued=state.get("continued", False), broad=args.broad)
+        rows, n_docs = make_batch(
+            enc,
+            tmpl,
+            rng,
+            frac,
+            args.batch,
+            state.get("em", 0.0),
+            continued=state.get("continued", False),
+            broad=args.broad,
+        )
         n_ans = sum(sum(mk) for _, mk in rows)
         n_lm = sum(len(ids) - 1 for ids, _ in rows) - n_ans
         opt.zero_grad(set_to_none=True)
@@ -748,11 +803,19 @@ def train(args) -> None:
         acc["rows"] = acc.get("rows", 0) + len(rows)
         if state["step"] % args.log_every == 0:
             el = time.time() - t_start
-            log(f"step {state['step']} {el / 60:.1f}min lr {lr:.2e} docs {n_docs} rows {acc.get('rows', 0) / acc['n']:.0f} maxlen {maxlen} "
+            log(
+                f"step {state['step']} {el / 60:.1f}min lr {lr:.2e} docs {n_docs} rows {acc.get('rows', 0) / acc['n']:.0f} maxlen {maxlen} "
                 f"ans {acc['ans'] / acc['n']:.3f} lm {acc['lm'] / acc['n']:.3f} train-em {acc['em'] / max(1, acc['cnt']):.2f} "
-                f"em-avg {state.get('em', 0):.2f} {el / state['step']:.2f}s/step(avg)")
-            state["history"].append({"step": state["step"], "min": round(el / 60, 2),
-                                     "ans": round(acc["ans"] / acc["n"], 4), "lm": round(acc["lm"] / acc["n"], 4)})
+                f"em-avg {state.get('em', 0):.2f} {el / state['step']:.2f}s/step(avg)"
+            )
+            state["history"].append(
+                {
+                    "step": state["step"],
+                    "min": round(el / 60, 2),
+                    "ans": round(acc["ans"] / acc["n"], 4),
+                    "lm": round(acc["lm"] / acc["n"], 4),
+                }
+            )
             acc = {"ans": 0.0, "lm": 0.0, "n": 0, "em": 0, "cnt": 0}
         now = time.time()
         if now - last_val > args.val_every * 60:
@@ -760,8 +823,10 @@ def train(args) -> None:
             state["elapsed"] = now - t_start
             res = evaluate(model, enc, sets)
             score = val_score(res)
-            log(f"val (held-out names, torch, teacher-forced EM) step {state['step']}: "
-                + " ".join(f"{k} {v:.2f}" for k, v in res.items()))
+            log(
+                f"val (held-out names, torch, teacher-forced EM) step {state['step']}: "
+                + " ".join(f"{k} {v:.2f}" for k, v in res.items())
+            )
             state["history"].append({"step": state["step"], "val": res})
             if score >= state["best"]:
                 state["best"], state["best_step"] = score, state["step"]
@@ -891,9 +956,24 @@ def export(args) -> None:
         (hf / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2), encoding="utf-8")
         build = Path(tmp) / "onnx"
         subprocess.run(
-            [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(build),
-             "-p", "int4", "-e", "cpu", "-c", str(Path(tmp) / "cache")],
-            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "onnxruntime_genai.models.builder",
+                "-i",
+                str(hf),
+                "-o",
+                str(build),
+                "-p",
+                "int4",
+                "-e",
+                "cpu",
+                "-c",
+                str(Path(tmp) / "cache"),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         add_logit_bias(build, invalid_utf8_ids(hf / "tokenizer.json"), VOCAB)
         if dest.exists():
@@ -913,20 +993,39 @@ def export(args) -> None:
         (dest / "tokenizer_config.json").write_text(json.dumps(tcfg, indent=2) + "\n", encoding="utf-8")
         shutil.copy2(TEMPLATE, dest / "chat_template.jinja")
         (dest / "special_tokens_map.json").write_text(
-            json.dumps({"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
-                        "pad_token": "<|finetune_right_pad_id|>"}, indent=2) + "\n", encoding="utf-8")
+            json.dumps(
+                {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "pad_token": "<|finetune_right_pad_id|>"},
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         for n, b in keep.items():
             (dest / n).write_bytes(b)
     last = torch.load(out / "ckpt.pt", weights_only=False)["state"] if (out / "ckpt.pt").exists() else st
     meta = {
-        "seed": args.seed, "steps": st["step"], "train_minutes": round(st["elapsed"] / 60, 1),
-        "total_steps": last["step"], "total_minutes": round(last["elapsed"] / 60, 1), "run_note": args.run_note,
-        "exported_step": st["step"], "params": sum(p.numel() for p in model.parameters()), "arch": ARCH,
-        "vocab": VOCAB, "budget_minutes": round(last.get("budget", 0) / 60, 1),
-        "extended": last.get("extended", []), "grown": last.get("grown"), "lookalike": last.get("lookalike", 0.0),
-        "open": last.get("open", 0.0), "history": st.get("history", []),
-        "template_canary": last.get("template_canary", 0.0), "template_canary_from": last.get("template_canary_from"),
-        "lr": args.lr, "last": args.last, "init_lineage": args.init_lineage, "init_minutes": args.init_minutes,
+        "seed": args.seed,
+        "steps": st["step"],
+        "train_minutes": round(st["elapsed"] / 60, 1),
+        "total_steps": last["step"],
+        "total_minutes": round(last["elapsed"] / 60, 1),
+        "run_note": args.run_note,
+        "exported_step": st["step"],
+        "params": sum(p.numel() for p in model.parameters()),
+        "arch": ARCH,
+        "vocab": VOCAB,
+        "budget_minutes": round(last.get("budget", 0) / 60, 1),
+        "extended": last.get("extended", []),
+        "grown": last.get("grown"),
+        "lookalike": last.get("lookalike", 0.0),
+        "open": last.get("open", 0.0),
+        "history": st.get("history", []),
+        "template_canary": last.get("template_canary", 0.0),
+        "template_canary_from": last.get("template_canary_from"),
+        "lr": args.lr,
+        "last": args.last,
+        "init_lineage": args.init_lineage,
+        "init_minutes": args.init_minutes,
     }
     (out / "export_meta.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     size = sum(p.stat().st_size for p in dest.iterdir())
@@ -941,24 +1040,33 @@ def card_tables(ev: dict) -> str:
     """The model card's tables, from eval.json (``eval_qa_model.py``); ``ev["previous"]`` holds
     the same measurements of the model this one replaced, when they were taken."""
     prev = ev.get("previous") or {}
-    faces = {"langchain": "ChatRyzenAI: LangChain prompt, llm, StrOutputParser chain",
-             "llamaindex": "RyzenAILLM: LlamaIndex compact synthesis"}
+    faces = {
+        "langchain": "ChatRyzenAI: LangChain prompt, llm, StrOutputParser chain",
+        "llamaindex": "RyzenAILLM: LlamaIndex compact synthesis",
+    }
     out: list[str] = []
     gen = ev.get("independent_generated") or []
     if gen:
         pg = {(c["docs"], c["wording"]): c for c in prev.get("independent_generated") or []}
-        out += ["", "**Independent set** (`scripts/qa_eval_independent.py`, test split: a second generator "
-                "written apart from the training one, with its own names, subjects, relations, sentences and "
-                f"wordings; {gen[0]['n']} questions per cell), through both adapters:", "",
-                "| documents | question wordings | ChatRyzenAI (LangChain) | RyzenAILLM (LlamaIndex) | previous model |",
-                "|---|---|---|---|---|"]
+        out += [
+            "",
+            "**Independent set** (`scripts/qa_eval_independent.py`, test split: a second generator "
+            "written apart from the training one, with its own names, subjects, relations, sentences and "
+            f"wordings; {gen[0]['n']} questions per cell), through both adapters:",
+            "",
+            "| documents | question wordings | ChatRyzenAI (LangChain) | RyzenAILLM (LlamaIndex) | previous model |",
+            "|---|---|---|---|---|",
+        ]
         for c in gen:
             p_ = pg.get((c["docs"], c["wording"]))
-            before = (f"{100 * p_['langchain']['accuracy']:.0f}% / {100 * p_['llamaindex']['accuracy']:.0f}%"
-                      if p_ else "-")
-            out.append(f"| {c['docs']} | {'training-like' if c['wording'] == 'like' else 'new'} | "
-                       f"{_pct(c['langchain']['correct'], c['n'])} | {_pct(c['llamaindex']['correct'], c['n'])} | "
-                       f"{before} |")
+            before = (
+                f"{100 * p_['langchain']['accuracy']:.0f}% / {100 * p_['llamaindex']['accuracy']:.0f}%" if p_ else "-"
+            )
+            out.append(
+                f"| {c['docs']} | {'training-like' if c['wording'] == 'like' else 'new'} | "
+                f"{_pct(c['langchain']['correct'], c['n'])} | {_pct(c['llamaindex']['correct'], c['n'])} | "
+                f"{before} |"
+            )
         kinds: dict[str, int] = {}
         for c in gen:
             for face in ("langchain", "llamaindex"):
@@ -968,36 +1076,67 @@ def card_tables(ev: dict) -> str:
             from eval_qa_model import ERROR_KINDS
 
             total = sum(kinds.values())
-            out += ["", f"The {total} wrong answers of these cells (both adapters): " + "; ".join(
-                f"{100 * v / total:.0f}% {ERROR_KINDS.get(k, k)}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])
-                if v) + "."]
+            out += [
+                "",
+                f"The {total} wrong answers of these cells (both adapters): "
+                + "; ".join(
+                    f"{100 * v / total:.0f}% {ERROR_KINDS.get(k, k)}"
+                    for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])
+                    if v
+                )
+                + ".",
+            ]
     ind = ev.get("independent") or {}
     if "langchain" in ind:
         pi = prev.get("independent") or {}
-        out += ["", f"A hand-written set (`scripts/qa_independent.json`, {ind['n']} questions with their own names, "
-                "sentences and wordings, 2-3 documents each), default settings:", "",
-                "| adapter | exact match | previous model |", "|---|---|---|",
-                *(f"| {faces[k]} | {_pct(ind[k]['correct'], ind[k]['n'])} | "
-                  f"{_pct(pi[k]['correct'], pi[k]['n']) if k in pi else '-'} |" for k in ("langchain", "llamaindex"))]
+        out += [
+            "",
+            f"A hand-written set (`scripts/qa_independent.json`, {ind['n']} questions with their own names, "
+            "sentences and wordings, 2-3 documents each), default settings:",
+            "",
+            "| adapter | exact match | previous model |",
+            "|---|---|---|",
+            *(
+                f"| {faces[k]} | {_pct(ind[k]['correct'], ind[k]['n'])} | "
+                f"{_pct(pi[k]['correct'], pi[k]['n']) if k in pi else '-'} |"
+                for k in ("langchain", "llamaindex")
+            ),
+        ]
     cells = ev.get("cells") or []
     if cells:
         pc = {c["name"]: c for c in prev.get("cells") or []}
-        out += ["", "The training generator's own held-out cells (`qa_synth.py`'s lab/thing data, names never seen "
-                f"in training, {ev.get('n_per_cell')} per cell) through the plugin (`ryzenai_core.Engine`, inline), "
-                "`scripts/eval_qa_model.py` (details in `eval.json`):", "",
-                "| cell | documents | question wordings | exact match | previous model |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            "The training generator's own held-out cells (`qa_synth.py`'s lab/thing data, names never seen "
+            f"in training, {ev.get('n_per_cell')} per cell) through the plugin (`ryzenai_core.Engine`, inline), "
+            "`scripts/eval_qa_model.py` (details in `eval.json`):",
+            "",
+            "| cell | documents | question wordings | exact match | previous model |",
+            "|---|---|---|---|---|",
+        ]
         for c in cells:
             p_ = pc.get(c["name"])
-            out.append(f"| {c['name']} | {c['docs']} | {c['wording']} | {_pct(c['correct'], c['n'])} | "
-                       f"{_pct(p_['correct'], p_['n']) if p_ else '-'} |")
+            out.append(
+                f"| {c['name']} | {c['docs']} | {c['wording']} | {_pct(c['correct'], c['n'])} | "
+                f"{_pct(p_['correct'], p_['n']) if p_ else '-'} |"
+            )
     adapters = ev.get("adapters") or {}
     pa = prev.get("adapters") or {}
-    rows = [f"| {faces[k]} | {_pct(v['correct'], v['n'])} | "
-            f"{_pct(pa[k]['correct'], pa[k]['n']) if isinstance(pa.get(k), dict) else '-'} |"
-            for k, v in adapters.items() if k in faces and isinstance(v, dict) and "accuracy" in v]
+    rows = [
+        f"| {faces[k]} | {_pct(v['correct'], v['n'])} | "
+        f"{_pct(pa[k]['correct'], pa[k]['n']) if isinstance(pa.get(k), dict) else '-'} |"
+        for k, v in adapters.items()
+        if k in faces and isinstance(v, dict) and "accuracy" in v
+    ]
     if rows:
-        out += ["", "The same data through the framework adapters (2 documents, training wordings):", "",
-                "| adapter | exact match | previous model |", "|---|---|---|", *rows]
+        out += [
+            "",
+            "The same data through the framework adapters (2 documents, training wordings):",
+            "",
+            "| adapter | exact match | previous model |",
+            "|---|---|---|",
+            *rows,
+        ]
     if prev.get("note"):
         out += ["", prev["note"]]
     return "\n".join(out)
@@ -1007,15 +1146,19 @@ def _extensions(ext: list[dict]) -> str:
     """The ``--resume --extend`` continuations of a run, for the model card."""
     return "".join(
         f", continued at step {e['at_step']} ({e['at_minutes']:g} min) with `--resume --extend --minutes "
-        f"{e['minutes']:g}` (the cosine schedule stretched to the longer run)" for e in ext)
+        f"{e['minutes']:g}` (the cosine schedule stretched to the longer run)"
+        for e in ext
+    )
 
 
 def _scratch_run(seed: int, budget_minutes: float, ext: list[dict], steps: int, minutes: float) -> str:
     first = ext[0]["at_minutes"] if ext else budget_minutes
     extended = _extensions(ext)
-    return (f"`python scripts/train_qa_model.py --seed {seed} --minutes {first:g} --val-every 6` from "
-            f"scratch{extended}: {steps} steps in {minutes:g} minutes on 2 CPU cores (copy-task warm-up, "
-            "curriculum 2 -> 10 documents)")
+    return (
+        f"`python scripts/train_qa_model.py --seed {seed} --minutes {first:g} --val-every 6` from "
+        f"scratch{extended}: {steps} steps in {minutes:g} minutes on 2 CPU cores (copy-task warm-up, "
+        "curriculum 2 -> 10 documents)"
+    )
 
 
 def run_history(meta: dict) -> str:
@@ -1025,27 +1168,36 @@ def run_history(meta: dict) -> str:
         knobs = "".join(f" --{k} {meta[k]:g}" for k in ("open", "lookalike") if meta.get(k))
         ext = meta.get("extended") or []
         first = ext[0]["at_minutes"] if ext else meta["budget_minutes"]
-        return (f"{meta['init_lineage']}; then continued from that model's exported weights "
-                f"(`--init-from core/models/tiny-qa-llama --lr {meta.get('lr', 3e-3):g}{knobs} --minutes "
-                f"{first:g}`: its int4 weights dequantized; every prompt shape, 1-10 documents and "
-                f"the BOS canaries from the first step, 5% copy examples){_extensions(ext)}: "
-                f"{meta.get('total_steps', meta['steps'])} "
-                f"steps in {meta['total_minutes']:g} minutes; {meta['init_minutes'] + meta['total_minutes']:g} minutes "
-                "of training in all")
+        return (
+            f"{meta['init_lineage']}; then continued from that model's exported weights "
+            f"(`--init-from core/models/tiny-qa-llama --lr {meta.get('lr', 3e-3):g}{knobs} --minutes "
+            f"{first:g}`: its int4 weights dequantized; every prompt shape, 1-10 documents and "
+            f"the BOS canaries from the first step, 5% copy examples){_extensions(ext)}: "
+            f"{meta.get('total_steps', meta['steps'])} "
+            f"steps in {meta['total_minutes']:g} minutes; {meta['init_minutes'] + meta['total_minutes']:g} minutes "
+            "of training in all"
+        )
     g = meta.get("grown")
     if not g:
-        return _scratch_run(meta["seed"], meta.get("budget_minutes", meta["total_minutes"]), meta.get("extended") or [],
-                            meta.get("total_steps", meta["steps"]), meta["total_minutes"])
+        return _scratch_run(
+            meta["seed"],
+            meta.get("budget_minutes", meta["total_minutes"]),
+            meta.get("extended") or [],
+            meta.get("total_steps", meta["steps"]),
+            meta["total_minutes"],
+        )
     fa = g["from_arch"]
     new = [i + 1 for i, src in enumerate(g["plan"]) if src is None]
     ext = "".join(f", extended by {e['minutes']:g} min at step {e['at_step']}" for e in meta.get("extended") or [])
-    return (_scratch_run(meta["seed"], g["from_budget_minutes"], g["from_extended"], g["from_step"], g["from_minutes"])
-            + f" with {fa['layers']} layers; then grown to {meta['arch']['layers']} layers (`--grow-from RUN --layers "
-            f"{meta['arch']['layers']}`: the old layers copied in order, new layers {', '.join(map(str, new))} "
-            "starting as the identity, so the grown model first computes what the old one did) and trained "
-            f"{meta['total_minutes']:g} minutes more (`--minutes {meta['budget_minutes']:g}`{ext}; every prompt shape, "
-            f"1-10 documents and the BOS canaries from the first step): {meta.get('total_steps', meta['steps'])} steps; "
-            f"{g['from_minutes'] + meta['total_minutes']:g} minutes of training in all")
+    return (
+        _scratch_run(meta["seed"], g["from_budget_minutes"], g["from_extended"], g["from_step"], g["from_minutes"])
+        + f" with {fa['layers']} layers; then grown to {meta['arch']['layers']} layers (`--grow-from RUN --layers "
+        f"{meta['arch']['layers']}`: the old layers copied in order, new layers {', '.join(map(str, new))} "
+        "starting as the identity, so the grown model first computes what the old one did) and trained "
+        f"{meta['total_minutes']:g} minutes more (`--minutes {meta['budget_minutes']:g}`{ext}; every prompt shape, "
+        f"1-10 documents and the BOS canaries from the first step): {meta.get('total_steps', meta['steps'])} steps; "
+        f"{g['from_minutes'] + meta['total_minutes']:g} minutes of training in all"
+    )
 
 
 def write_card(args) -> None:
@@ -1056,27 +1208,49 @@ def write_card(args) -> None:
     size_kb = sum(p.stat().st_size for p in dest.iterdir() if p.name.startswith("model.onnx")) // 1024
     a = meta["arch"]
     card = CARD.format(
-        params_m=meta["params"] / 1e6, hidden=a["hidden"], layers=a["layers"], heads=a["heads"], kv=a["kv_heads"],
-        ffn=a["ffn"], size_kb=size_kb, best_step=meta["exported_step"], history=run_history(meta),
-        chosen=("the last (`--last`); the validation split of the independent generator "
-                "(`scripts/qa_eval_independent.py`, never trained on) was watched, not used to choose" if meta.get("last")
-                else "the best on the **validation split of the independent generator** "
-                "(`scripts/qa_eval_independent.py`, never trained on), not the training generator's"),
-        lookalike=(f"; {100 * meta['lookalike']:g}% of made-up words start or end like an earlier name of the "
-                   "conversation, so distractors can differ from the asked subject in part of a name only"
-                   if meta.get("lookalike") else ""),
-        open_vocab=(f" Open vocabulary (`--open {meta['open']:g}`): {100 * meta['open']:g}% of the answers that would "
-                    "come from a closed list (materials, colours, languages, jobs, instruments) are made up instead "
-                    f"(\"velk planks\"), so they are copied, not recalled; {100 * meta['open'] / 3:.0f}% of the made-up words of "
-                    "the broad family are pieces of the tokenizer's own vocabulary (so every token's copy is trained), "
-                    f"{100 * meta['open'] / 5:g}% carry an accented letter (\"Valdés\"), and {100 * meta['open'] / 5:g}% "
-                    "of the people with a name of two or more words have a double-barrelled last name "
-                    "(\"Osei-Mensah\")." if meta.get("open") else ""),
-        template_canary=(f" From step {meta['template_canary_from']} on, {100 * meta['template_canary']:g}% of the "
-                         "conversations are in another model family's chat format (ChatML, Gemma, Phi-3, Alpaca, plain "
-                         "\"User:\", Mistral), with one BOS or none, and their answer is empty too: a wrong chat template "
-                         "must break it visibly." if meta.get("template_canary") else ""),
-        run_note=meta.get("run_note", ""), vocab=meta.get("vocab", VOCAB),
+        params_m=meta["params"] / 1e6,
+        hidden=a["hidden"],
+        layers=a["layers"],
+        heads=a["heads"],
+        kv=a["kv_heads"],
+        ffn=a["ffn"],
+        size_kb=size_kb,
+        best_step=meta["exported_step"],
+        history=run_history(meta),
+        chosen=(
+            "the last (`--last`); the validation split of the independent generator "
+            "(`scripts/qa_eval_independent.py`, never trained on) was watched, not used to choose"
+            if meta.get("last")
+            else "the best on the **validation split of the independent generator** "
+            "(`scripts/qa_eval_independent.py`, never trained on), not the training generator's"
+        ),
+        lookalike=(
+            f"; {100 * meta['lookalike']:g}% of made-up words start or end like an earlier name of the "
+            "conversation, so distractors can differ from the asked subject in part of a name only"
+            if meta.get("lookalike")
+            else ""
+        ),
+        open_vocab=(
+            f" Open vocabulary (`--open {meta['open']:g}`): {100 * meta['open']:g}% of the answers that would "
+            "come from a closed list (materials, colours, languages, jobs, instruments) are made up instead "
+            f'("velk planks"), so they are copied, not recalled; {100 * meta["open"] / 3:.0f}% of the made-up words of '
+            "the broad family are pieces of the tokenizer's own vocabulary (so every token's copy is trained), "
+            f'{100 * meta["open"] / 5:g}% carry an accented letter ("Valdés"), and {100 * meta["open"] / 5:g}% '
+            "of the people with a name of two or more words have a double-barrelled last name "
+            '("Osei-Mensah").'
+            if meta.get("open")
+            else ""
+        ),
+        template_canary=(
+            f" From step {meta['template_canary_from']} on, {100 * meta['template_canary']:g}% of the "
+            "conversations are in another model family's chat format (ChatML, Gemma, Phi-3, Alpaca, plain "
+            '"User:", Mistral), with one BOS or none, and their answer is empty too: a wrong chat template '
+            "must break it visibly."
+            if meta.get("template_canary")
+            else ""
+        ),
+        run_note=meta.get("run_note", ""),
+        vocab=meta.get("vocab", VOCAB),
         table=card_tables(ev) + "\n\n" + ev.get("notes", ""),
     )
     (dest / "README.md").write_text(card.rstrip() + "\n", encoding="utf-8")
@@ -1092,17 +1266,37 @@ def main() -> None:
     p.add_argument("--minutes", type=float, default=42.0, help="wall-clock training budget")
     p.add_argument("--steps", type=int, default=0, help="schedule by steps instead (fully deterministic)")
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--init-from", type=Path, default=None,
-                   help="continue from an exported model folder (its int4 weights and tokenizer)")
-    p.add_argument("--grow-from", type=Path, default=None,
-                   help="start from a run folder's best.pt with --layers layers (new layers start as the identity)")
+    p.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="continue from an exported model folder (its int4 weights and tokenizer)",
+    )
+    p.add_argument(
+        "--grow-from",
+        type=Path,
+        default=None,
+        help="start from a run folder's best.pt with --layers layers (new layers start as the identity)",
+    )
     p.add_argument("--layers", type=int, default=0, help=f"layers (default {ARCH['layers']})")
-    p.add_argument("--lookalike", type=float, default=0.0,
-                   help="share of made-up words that start or end like an earlier name (qa_synth.LOOKALIKE)")
-    p.add_argument("--open", type=float, default=0.0,
-                   help="share of closed-list answers made up instead, and of the words' open shapes (qa_synth.OPEN)")
-    p.add_argument("--template-canary", type=float, default=0.0,
-                   help="share of conversations in another chat format whose answer is empty (template_canary)")
+    p.add_argument(
+        "--lookalike",
+        type=float,
+        default=0.0,
+        help="share of made-up words that start or end like an earlier name (qa_synth.LOOKALIKE)",
+    )
+    p.add_argument(
+        "--open",
+        type=float,
+        default=0.0,
+        help="share of closed-list answers made up instead, and of the words' open shapes (qa_synth.OPEN)",
+    )
+    p.add_argument(
+        "--template-canary",
+        type=float,
+        default=0.0,
+        help="share of conversations in another chat format whose answer is empty (template_canary)",
+    )
     p.add_argument("--broad", type=float, default=0.6, help="share of documents from the broad family")
     p.add_argument("--batch", type=int, default=24, help="examples per optimizer step (half above 5 documents)")
     p.add_argument("--val-n", type=int, default=48)
@@ -1115,10 +1309,17 @@ def main() -> None:
     p.add_argument("--export-only", action="store_true")
     p.add_argument("--last", action="store_true", help="export the last checkpoint, not the best")
     p.add_argument("--card-only", action="store_true", help="write README.md from export_meta.json + eval.json")
-    p.add_argument("--init-lineage", default="",
-                   help="with --init-from, at export: how the model it started from was made, for the model card")
-    p.add_argument("--init-minutes", type=float, default=0.0,
-                   help="with --init-from, at export: the training minutes of the model it started from")
+    p.add_argument(
+        "--init-lineage",
+        default="",
+        help="with --init-from, at export: how the model it started from was made, for the model card",
+    )
+    p.add_argument(
+        "--init-minutes",
+        type=float,
+        default=0.0,
+        help="with --init-from, at export: the training minutes of the model it started from",
+    )
     p.add_argument("--run-note", default="", help="how the run was made, for the model card")
     p.add_argument("--log", type=Path, default=None, help="log file (default: OUT/train.log)")
     args = p.parse_args()

@@ -208,9 +208,7 @@ class EncoderFolder:
             raise UnsupportedModelError(
                 f"{model_file.name}'s input_ids has shape {ids_dims}; expected (batch, sequence)", path=model_file
             )
-        static = (
-            (ids_dims[0], ids_dims[1]) if isinstance(ids_dims[0], int) and isinstance(ids_dims[1], int) else None
-        )
+        static = (ids_dims[0], ids_dims[1]) if isinstance(ids_dims[0], int) and isinstance(ids_dims[1], int) else None
 
         found = list(limits)
         if isinstance(tok_config.get("model_max_length"), int) and tok_config["model_max_length"] < 1_000_000:

@@ -170,9 +170,13 @@ def describe_layout(path: str | os.PathLike[str], error: str = "") -> FolderLayo
             missing.append("genai_config.json (an onnxruntime-genai package)")
         hint = "use an AMD Ryzen AI package of the model (amd/*_rai_*), or build one with onnxruntime-genai's builder"
     else:
-        looks = "a cross-encoder (reranker)" if cross else "an encoder (embedding model)" if (
-            architectures or (folder / "modules.json").is_file()
-        ) else "no model layout the plugin knows"
+        looks = (
+            "a cross-encoder (reranker)"
+            if cross
+            else "an encoder (embedding model)"
+            if (architectures or (folder / "modules.json").is_file())
+            else "no model layout the plugin knows"
+        )
         if not onnx_files:
             missing.append("an ONNX export (onnx/model.onnx or model.onnx)")
         if "tokenizer.json" not in tokenizer:

@@ -127,8 +127,11 @@ class EmbeddingPackage(EncoderPackage):
             chosen, pooling_source = pooling, "given"
         elif isinstance(pool_cfg, dict):
             assert pool_path is not None
-            modes = [k.removeprefix("pooling_mode_").removesuffix("_token") for k, v in pool_cfg.items()
-                     if k.startswith("pooling_mode_") and v is True]
+            modes = [
+                k.removeprefix("pooling_mode_").removesuffix("_token")
+                for k, v in pool_cfg.items()
+                if k.startswith("pooling_mode_") and v is True
+            ]
             modes = ["mean" if m == "mean_tokens" else m for m in modes]
             if not modes and isinstance(pool_cfg.get("pooling_mode"), str):  # sentence-transformers 6's layout
                 modes = [pool_cfg["pooling_mode"]]
@@ -155,8 +158,11 @@ class EmbeddingPackage(EncoderPackage):
             output, in_graph = SENTENCE_EMBEDDING, True
             width = whole[-1]
         else:
-            unapplied = [f"{m.get('path') or m.get('name')} ({module_kind(m)})" for m in after
-                         if module_kind(m) not in APPLIED_MODULES]
+            unapplied = [
+                f"{m.get('path') or m.get('name')} ({module_kind(m)})"
+                for m in after
+                if module_kind(m) not in APPLIED_MODULES
+            ]
             if unapplied:
                 raise UnsupportedModelError(
                     f"{folder.name}'s modules.json runs {', '.join(unapplied)} besides pooling, Dense layers and "
@@ -218,8 +224,10 @@ class EmbeddingPackage(EncoderPackage):
             "pipeline": (
                 f"the graph's {SENTENCE_EMBEDDING} (pooling, Dense layers, normalisation in the graph)"
                 if self.pooled_in_graph
-                else " -> ".join([f"{self.pooling} pooling", *(f"{d.path} (Dense)" for d in self.dense)]
-                                 + (["normalise"] if self.normalize else []))
+                else " -> ".join(
+                    [f"{self.pooling} pooling", *(f"{d.path} (Dense)" for d in self.dense)]
+                    + (["normalise"] if self.normalize else [])
+                )
             ),
             "matryoshka_dims": list(self.matryoshka_dims) or None,
             "matryoshka_source": self.matryoshka_source or None,

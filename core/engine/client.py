@@ -233,4 +233,3 @@ class WorkerClient(WorkerConnection, Backend):
             write_frame(proc.stdin, Cancel(rid), self._write_lock)
         except (OSError, ValueError):  # ValueError: its pipe was closed (it died just now)
             pass
-

@@ -45,6 +45,7 @@ __all__ = ["KVCache", "feed", "reusable_prefix"]
 
 log = logging.getLogger("ryzenai_core")
 
+
 def reusable_prefix(
     cached: Sequence[int],
     held: int,

@@ -38,6 +38,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+
 class FinishReason(StrEnum):
     """Why an answer ended; str-valued (``"stop"``, ...), the word OpenAI-style APIs use, which the faces pass on."""
 

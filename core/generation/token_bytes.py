@@ -27,7 +27,7 @@ from typing import Any
 __all__ = ["PROBE_TEXT", "TokenBytes", "byte_zero_token"]
 
 #: Text whose runtime decode a mapping must reproduce before it is used.
-PROBE_TEXT = "Hello, world! 42 < 7\n\tdéjà vu — 混合推理 🚀 한국어 {\"k\": [1]}"
+PROBE_TEXT = 'Hello, world! 42 < 7\n\tdéjà vu — 混合推理 🚀 한국어 {"k": [1]}'
 
 
 def _gpt2_unicode_to_byte() -> dict[str, int]:

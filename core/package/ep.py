@@ -366,7 +366,11 @@ def npu_runtime(*, environ: Mapping[str, str] | None = None) -> NpuRuntime:
         if info.ryzenai:
             return NpuRuntime(info, None, None, True, info.release, None)
         return NpuRuntime(
-            info, None, None, False, None,
+            info,
+            None,
+            None,
+            False,
+            None,
             f"{info.describe()} has no RyzenAI execution provider (onnxruntime-genai before 0.12 has it only in "
             f"AMD's own build): {setup_hint()}",
         )

@@ -325,9 +325,7 @@ class ModelPackage:
             "vision": named("vision", "filename"),
             "embedding": named("embedding", "filename"),
             "processor": named("vision", "config_filename"),
-            "npu_states": [
-                p.relative_to(self.path).as_posix() for p in self.vision_files if is_vision_state(p.name)
-            ],
+            "npu_states": [p.relative_to(self.path).as_posix() for p in self.vision_files if is_vision_state(p.name)],
         }
 
     @property

@@ -148,8 +148,11 @@ def resolve_model(
     embedded = embedded_models()
     if text in embedded:
         return embedded[text]
-    local = path.is_absolute() or text.startswith((".", "~")) or "\\" in text or (
-        str(path.parent) not in ("", ".") and path.parent.is_dir()
+    local = (
+        path.is_absolute()
+        or text.startswith((".", "~"))
+        or "\\" in text
+        or (str(path.parent) not in ("", ".") and path.parent.is_dir())
     )
     if local:
         hint = missing_hint or (

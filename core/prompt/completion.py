@@ -531,8 +531,10 @@ def _join(path: str, key: str) -> str:
 
 
 def _admits_key(obj: Mapping[str, Any], key: str) -> bool:
-    return key in (obj.get("properties") or {}) or bool(obj.get("patternProperties")) or bool(
-        obj.get("additionalProperties")
+    return (
+        key in (obj.get("properties") or {})
+        or bool(obj.get("patternProperties"))
+        or bool(obj.get("additionalProperties"))
     )
 
 

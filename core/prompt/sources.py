@@ -91,7 +91,6 @@ def builtin_template(name: str) -> str:
     return resource.read_bytes().decode("utf-8")
 
 
-
 def _looks_like_file(text: str) -> bool:
     if "{" in text or "\n" in text or len(text) > 4096:
         return False

@@ -87,6 +87,7 @@ class _TemplatePackage(Protocol):
     @property
     def chat_template_file(self) -> Path | None: ...
 
+
 _SYSTEM_PROBE = "ryzenai-system-probe-7d1f"
 _IMAGE_PROBE = "ryzenai-image-probe-3c9a"
 

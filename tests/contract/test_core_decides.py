@@ -116,9 +116,11 @@ LI_SYSTEM = [
             id="tools-not-sent",
         ),
         pytest.param(
-            lambda: ChatRyzenAI(model=QWEN, max_tokens=64)
-            .bind_tools([ADD], tool_choice="any", parallel_tool_calls=False)
-            .invoke(LC_SYSTEM),
+            lambda: (
+                ChatRyzenAI(model=QWEN, max_tokens=64)
+                .bind_tools([ADD], tool_choice="any", parallel_tool_calls=False)
+                .invoke(LC_SYSTEM)
+            ),
             lambda: RyzenAILLM(model=QWEN, max_new_tokens=64).chat_with_tools(
                 [ADD], chat_history=list(LI_SYSTEM), tool_required=True
             ),
@@ -155,7 +157,10 @@ LI_SYSTEM = [
                 model=str(TINY_LLAMA), max_tokens=4, model_kwargs={"date_string": "1 Jan 2026"}, enable_thinking=False
             ).invoke(LC_SYSTEM),
             lambda: RyzenAILLM(
-                model=str(TINY_LLAMA), max_new_tokens=4, template_vars={"date_string": "1 Jan 2026"}, enable_thinking=False
+                model=str(TINY_LLAMA),
+                max_new_tokens=4,
+                template_vars={"date_string": "1 Jan 2026"},
+                enable_thinking=False,
             ).chat(LI_SYSTEM),
             id="template-variables",
         ),

@@ -69,7 +69,9 @@ def test_queries_and_documents_get_their_instructions():
     instructed = RyzenAIEmbeddings(model=str(TINY_ST), query_instruction="query: ", document_instruction="passage: ")
     assert instructed.engine is plain.engine  # one engine per folder and settings
     np.testing.assert_allclose(instructed.embed_query("vantor"), plain.embed_query("query: vantor"), atol=1e-6)
-    np.testing.assert_allclose(instructed.embed_documents(["vantor"]), plain.embed_documents(["passage: vantor"]), atol=1e-6)
+    np.testing.assert_allclose(
+        instructed.embed_documents(["vantor"]), plain.embed_documents(["passage: vantor"]), atol=1e-6
+    )
     assert instructed.embed(["vantor"], kind="query").tokens[0] > plain.embed(["vantor"]).tokens[0]
 
 
@@ -139,7 +141,9 @@ def test_a_hugging_face_repo_id_resolves_from_the_cache(tmp_path, monkeypatch):
     assert isinstance(embeddings.engine, EmbeddingEngine) and len(embeddings.embed_query("vantor")) == 32
     pkg = embeddings.engine.package
     assert pkg.name == "bge-tiny-en-v1.5" and pkg.query_instruction == BGE_QUERY_INSTRUCTION  # named by its repository
-    np.testing.assert_allclose(embeddings.embed_query("vantor"), embeddings.embed_documents([BGE_QUERY_INSTRUCTION + "vantor"])[0], atol=1e-6)
+    np.testing.assert_allclose(
+        embeddings.embed_query("vantor"), embeddings.embed_documents([BGE_QUERY_INSTRUCTION + "vantor"])[0], atol=1e-6
+    )
 
 
 def test_copies_share_the_engine_and_pickles_embed_the_same():

@@ -169,7 +169,10 @@ def _modules_after(code: str) -> set[str]:
     """The modules a fresh interpreter has loaded after running ``code``."""
     err = subprocess.run(  # the list on stderr: a worker moves its stdout there
         [sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules), file=sys.stderr)"],
-        check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        check=True,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
     ).stderr
     return set(err.splitlines()[-1].split())
 
@@ -184,8 +187,13 @@ def test_importing_a_face_loads_no_engine():
 def test_a_chat_models_import_loads_no_engine_and_no_template_machinery(name):
     """What the engine, the session and the chat templates cost loads with the first call, while a worker starts."""
     loaded = _modules_after(f"import {name}")
-    ours = {"ryzenai_core.engine.engine", "ryzenai_core.engine.client", "ryzenai_core.generation.session",
-            "ryzenai_core.prompt.templates", "ryzenai_core.prompt.structured"}
+    ours = {
+        "ryzenai_core.engine.engine",
+        "ryzenai_core.engine.client",
+        "ryzenai_core.generation.session",
+        "ryzenai_core.prompt.templates",
+        "ryzenai_core.prompt.structured",
+    }
     assert not ours & loaded, sorted(ours & loaded)
 
 
@@ -205,7 +213,11 @@ def test_a_worker_starts_without_the_network_stack():
 def test_importing_the_core_loads_its_names_on_first_use():
     """``import ryzenai_core`` loads the errors only; a name loads its module when it is first used."""
     loaded = _modules_after("import ryzenai_core")
-    assert {m for m in loaded if m.startswith("ryzenai_core")} == {"ryzenai_core", "ryzenai_core.errors", "ryzenai_core.lazy"}
+    assert {m for m in loaded if m.startswith("ryzenai_core")} == {
+        "ryzenai_core",
+        "ryzenai_core.errors",
+        "ryzenai_core.lazy",
+    }
     assert "jinja2" not in loaded and "pydantic" not in loaded
     loaded = _modules_after("from ryzenai_core import ChatMessage, __version__; print(__version__)")
     assert "ryzenai_core.messages" in loaded and "ryzenai_core.engine.engine" not in loaded
@@ -219,21 +231,41 @@ def test_importing_the_core_loads_its_names_on_first_use():
     [
         (
             "from langchain_ryzenai import ChatRyzenAI",
-            ("langchain_ryzenai.embeddings", "langchain_ryzenai.rerank", "ryzenai_core.embeddings",
-             "ryzenai_core.rerank", "onnxruntime", "numpy"),
+            (
+                "langchain_ryzenai.embeddings",
+                "langchain_ryzenai.rerank",
+                "ryzenai_core.embeddings",
+                "ryzenai_core.rerank",
+                "onnxruntime",
+                "numpy",
+            ),
         ),
         (
             "from llamaindex_ryzenai import RyzenAILLM",
-            ("llamaindex_ryzenai.embeddings", "llamaindex_ryzenai.rerank", "llamaindex_ryzenai.postprocessor",
-             "ryzenai_core.embeddings", "ryzenai_core.rerank", "onnxruntime"),
+            (
+                "llamaindex_ryzenai.embeddings",
+                "llamaindex_ryzenai.rerank",
+                "llamaindex_ryzenai.postprocessor",
+                "ryzenai_core.embeddings",
+                "ryzenai_core.rerank",
+                "onnxruntime",
+            ),
         ),
         # The worker's module (what `python -m ryzenai_core.engine.worker` imports before its model):
         # none of the caller's side (the engine, asyncio) nor the encoders, nor what only some calls
         # use (constrained output, an EP library probe, strftime_now, a built-in template).
         (
             "import ryzenai_core.engine.worker",
-            ("ryzenai_core.engine.engine", "ryzenai_core.embeddings", "ryzenai_core.rerank", "asyncio",
-             "ryzenai_core.prompt.completion", "subprocess", "datetime", "importlib.resources"),
+            (
+                "ryzenai_core.engine.engine",
+                "ryzenai_core.embeddings",
+                "ryzenai_core.rerank",
+                "asyncio",
+                "ryzenai_core.prompt.completion",
+                "subprocess",
+                "datetime",
+                "importlib.resources",
+            ),
         ),
     ],
     ids=["langchain", "llamaindex", "worker"],

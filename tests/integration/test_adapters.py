@@ -133,9 +133,13 @@ def test_the_kv_cache_is_kept_per_adapter():
 
 
 def test_an_unknown_name_lists_the_adapters_the_model_object_has():
-    with pytest.raises(InvalidRequestError, match=r"adapter='gamma' is not one of the adapters of this ChatRyzenAI: 'alpha', 'beta'"):
+    with pytest.raises(
+        InvalidRequestError, match=r"adapter='gamma' is not one of the adapters of this ChatRyzenAI: 'alpha', 'beta'"
+    ):
         chat_model().bind(adapter="gamma").invoke(LC)
-    with pytest.raises(InvalidRequestError, match=r"adapter='gamma' is not one of the adapters of this RyzenAILLM: 'alpha', 'beta'"):
+    with pytest.raises(
+        InvalidRequestError, match=r"adapter='gamma' is not one of the adapters of this RyzenAILLM: 'alpha', 'beta'"
+    ):
         llm().chat(LI, adapter="gamma")
     with pytest.raises(InvalidRequestError, match=r"none \(the model object has no adapters\)"):
         ChatRyzenAI(model=str(LORA)).invoke(LC, adapter="alpha")
@@ -168,7 +172,9 @@ def test_a_file_that_does_not_fit_is_a_typed_error_when_first_loaded(misfits, re
     assert "28 LoRA inputs are named like model.layers.0.attn" in text
     with pytest.raises(AdapterError, match="self_attn"):
         model.invoke(LC, adapter="renamed")  # the same file: the same error, not loaded again
-    with pytest.raises(AdapterError, match=r"is not an onnxruntime adapter file \(\.onnx_adapter\).*olive convert-adapters"):
+    with pytest.raises(
+        AdapterError, match=r"is not an onnxruntime adapter file \(\.onnx_adapter\).*olive convert-adapters"
+    ):
         llm(adapters=misfits).chat(LI, adapter="peft")
     assert model.invoke(LC, adapter="beta").content == reference["beta"]  # the worker serves on
     assert model.invoke(LC).content == reference["base"]
@@ -191,7 +197,6 @@ def test_a_file_rebuilt_in_place_is_loaded_again(tmp_path, reference):
     assert model.invoke(LC, adapter="tuned").content == reference["beta"]
 
 
-
 def test_doctor_checks_each_adapter_against_the_model(misfits, monkeypatch, capsys):
     """``doctor MODEL --adapter FILE``: the load a call would do, its error, or the fit and what the adapter changes.
 
@@ -209,9 +214,10 @@ def test_doctor_checks_each_adapter_against_the_model(misfits, monkeypatch, caps
     assert status == "ok"
     assert "fits tiny-qwen3-lora: its 28 tensors are inputs of the model (the graph has 28 LoRA inputs)" in detail
     assert "differ from the base model's" in detail
-    assert found["adapter renamed"][0] == "fail" and "self_attn.q_proj.lora_A.weight is not an input" in found[
-        "adapter renamed"
-    ][1]
+    assert (
+        found["adapter renamed"][0] == "fail"
+        and "self_attn.q_proj.lora_A.weight is not an input" in found["adapter renamed"][1]
+    )
     assert found["adapter peft"][0] == "fail" and "not an onnxruntime adapter file" in found["adapter peft"][1]
 
     assert main(["doctor", str(TINY_QWEN3), "--adapter", ADAPTERS["beta"], "--json"]) == 1

@@ -132,16 +132,21 @@ def test_info_text_plan_for_a_plain_package(capsys):
     assert code == 0
     assert info_rows(out)["prefill buckets"] == "none (plain shapes)"
     plan = out[out.index("a prompt of 100 tokens:") :].splitlines()
-    assert plan == ["a prompt of 100 tokens:", "  prefill         no buckets, no padding",
-                    "  output          up to 50 new tokens"]  # and no decode buckets line
+    assert plan == [
+        "a prompt of 100 tokens:",
+        "  prefill         no buckets, no padding",
+        "  output          up to 50 new tokens",
+    ]  # and no decode buckets line
 
 
 def test_info_text_vision_package_without_npu_state_files(capsys):
     from conftest import MODELS
 
     _, out, _ = run(capsys, "info", str(MODELS / "tiny-gemma3-vision"))
-    assert info_rows(out)["vision"] == ("yes: vision gemma-3-vision.onnx, embedding gemma-3-embedding.onnx, "
-                                        "processor processor_config.json; 256 prompt tokens per image")
+    assert info_rows(out)["vision"] == (
+        "yes: vision gemma-3-vision.onnx, embedding gemma-3-embedding.onnx, "
+        "processor processor_config.json; 256 prompt tokens per image"
+    )
 
 
 def test_info_text_says_how_to_fetch_lfs_pointers(capsys):

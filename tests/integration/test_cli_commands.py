@@ -60,8 +60,23 @@ def test_prompt_lengths_are_bucket_edges_and_one_past():
 @pytest.mark.slow
 def test_bench_json_and_chart(capsys, tmp_path):
     png = tmp_path / "ttft.png"
-    code = main(["bench", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--provider", "cpu", "--max-prompt", "260",
-                 "--repeats", "1", "--new-tokens", "4", "--json", "--png", str(png)])
+    code = main(
+        [
+            "bench",
+            str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"),
+            "--provider",
+            "cpu",
+            "--max-prompt",
+            "260",
+            "--repeats",
+            "1",
+            "--new-tokens",
+            "4",
+            "--json",
+            "--png",
+            str(png),
+        ]
+    )
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["prompt_tokens"] for r in data["rows"]] == [128, 129, 256, 257]
@@ -111,8 +126,11 @@ def test_chat_image_command_on_a_text_package_says_why_not(tmp_path):
 
 def table_rows(out: str) -> list[list[str]]:
     """The body rows of a rich table: the cells of each line drawn with │."""
-    return [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines()
-            if line.startswith("│") and line.strip("│ ").split("│")[0].strip().isdigit()]
+    return [
+        [c.strip() for c in line.strip("│ ").split("│")]
+        for line in out.splitlines()
+        if line.startswith("│") and line.strip("│ ").split("│")[0].strip().isdigit()
+    ]
 
 
 def test_bench_table_for_a_plain_package_with_its_chart(capsys, tmp_path):
@@ -130,14 +148,28 @@ def test_bench_table_for_a_plain_package_with_its_chart(capsys, tmp_path):
 
 
 def test_bench_table_for_a_bucketed_package(capsys):
-    code = main(["bench", str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"), "--provider", "cpu", "--max-prompt", "129",
-                 "--repeats", "2", "--new-tokens", "3"])
+    code = main(
+        [
+            "bench",
+            str(REPLICAS / "Qwen3-4B_rai_1.8.0_npu_4K"),
+            "--provider",
+            "cpu",
+            "--max-prompt",
+            "129",
+            "--repeats",
+            "2",
+            "--new-tokens",
+            "3",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "chart:" not in out
     rows = table_rows(out)
     assert [r[:3] for r in rows] == [["128", "-", "0"], ["129", "-", "0"]]  # the CPU ran no bucket
     assert all(float(r[3]) > 0 and float(r[4]) > 0 for r in rows)
-    assert "prefill buckets (128, 256) are the NPU's: on this provider prompts run at their own length" in " ".join(out.split())
+    assert "prefill buckets (128, 256) are the NPU's: on this provider prompts run at their own length" in " ".join(
+        out.split()
+    )
 
 
 def test_bench_warms_up_on_the_first_rows_shape_before_measuring(monkeypatch):
@@ -159,8 +191,20 @@ def test_bench_warms_up_on_the_first_rows_shape_before_measuring(monkeypatch):
 
 def test_bench_chart_without_matplotlib_says_what_to_install(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the bench extra was not installed
-    code = main(["bench", str(TINY_QWEN3), "--repeats", "1", "--new-tokens", "1", "--max-prompt", "32",
-                 "--png", str(tmp_path / "x.png")])
+    code = main(
+        [
+            "bench",
+            str(TINY_QWEN3),
+            "--repeats",
+            "1",
+            "--new-tokens",
+            "1",
+            "--max-prompt",
+            "32",
+            "--png",
+            str(tmp_path / "x.png"),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 2
     assert "drawing the chart needs matplotlib: pip install 'ryzenai-llm[bench]'" in captured.err
@@ -200,7 +244,14 @@ def test_image_paths_lose_the_quotes_a_file_manager_pastes(tmp_path):
     folder.mkdir()
     picture = folder / "my picture.png"
     Image.new("RGB", (32, 24), "red").save(picture)
-    for typed_path in (f"'{picture}'", f'"{picture}"', str(picture).replace(" ", "\\ "), f"file://{str(picture).replace(' ', '%20')}", str(picture), f"  '{picture}'  "):
+    for typed_path in (
+        f"'{picture}'",
+        f'"{picture}"',
+        str(picture).replace(" ", "\\ "),
+        f"file://{str(picture).replace(' ', '%20')}",
+        str(picture),
+        f"  '{picture}'  ",
+    ):
         assert unquote_path(typed_path) == str(picture), typed_path
     s = ChatSession(Engine.get(MODELS / "tiny-gemma3-vision"), max_new_tokens=2, temperature=0)
     assert s.command(f"/image '{picture}'").startswith("[image 1 attached: 32x24")  # type: ignore[union-attr]

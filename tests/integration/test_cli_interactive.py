@@ -63,8 +63,10 @@ def test_chat_answers_then_leaves(capsys, monkeypatch, leave):
 
 
 def test_chat_prompt_commands_and_keys(capsys, monkeypatch):
-    prompts = typed(monkeypatch, ["", "   ", KeyboardInterrupt, "/help", "/image", "/system Be brief.", "hi",
-                                  "/reset", "hi", "/exit"])
+    prompts = typed(
+        monkeypatch,
+        ["", "   ", KeyboardInterrupt, "/help", "/image", "/system Be brief.", "hi", "/reset", "hi", "/exit"],
+    )
     code, out = chat(capsys)
     assert code == 0
     assert len(prompts) == 10  # empty lines and Ctrl-C at the prompt just ask again
@@ -83,7 +85,9 @@ def test_chat_shows_an_engine_error_in_red_and_keeps_going(capsys, monkeypatch):
     typed(monkeypatch, [f"{LONG_PROMPT} {LONG_PROMPT}", "hi", EOFError])
     code, out = chat(capsys)
     assert code == 0
-    red = re.search(r"\x1b\[31m(error: prompt of (\d+) tokens is over this package's prompt limit of 4095[^\x1b]*)", out)
+    red = re.search(
+        r"\x1b\[31m(error: prompt of (\d+) tokens is over this package's prompt limit of 4095[^\x1b]*)", out
+    )
     assert red, out
     assert int(red.group(2)) > 4096 and "drop_oldest" in red.group(1)
     assert STATUS.search(out)  # the next message is answered
@@ -128,8 +132,9 @@ def test_chat_shows_reasoning_dimmed(capsys, monkeypatch, tmp_path):
     assert re.fullmatch(r"(\x1b\[2m[^\x1b]+\x1b\[0m)+", answer), repr(answer)  # all of it dim, no answer text
 
 
-@pytest.mark.parametrize(("argv", "message"), [(["--temperature", "-1"], "temperature"),
-                                               (["--max-new-tokens", "0"], "max_new_tokens")])
+@pytest.mark.parametrize(
+    ("argv", "message"), [(["--temperature", "-1"], "temperature"), (["--max-new-tokens", "0"], "max_new_tokens")]
+)
 def test_chat_bad_option_is_refused_before_the_first_prompt(capsys, monkeypatch, argv, message):
     prompts = typed(monkeypatch, ["hi", "/exit"])
     code = main(["chat", str(TINY_QWEN3), *argv])

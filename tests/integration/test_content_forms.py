@@ -108,7 +108,10 @@ def lc_image(form: str, colour: str, tmp_path: Path) -> dict[str, Any]:
         "v1-file-url": {"type": "image", "url": path.as_uri(), "mime_type": "image/png"},
         "v0-base64": {"type": "image", "source_type": "base64", "data": b64(colour), "mime_type": "image/png"},
         "v0-url": {"type": "image", "source_type": "url", "url": url},
-        "anthropic-base64": {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(colour)}},
+        "anthropic-base64": {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": b64(colour)},
+        },
         "anthropic-url": {"type": "image", "source": {"type": "url", "url": url}},
     }[form]
 
@@ -232,7 +235,10 @@ SYSTEM_PARTS_TEMPLATE = builtin_template("gemma-3-it.jinja").replace(
 def lc_system(image_first: bool) -> list[Any]:
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    parts = [{"type": "text", "text": "Compare with:"}, {"type": "image", "base64": b64("red"), "mime_type": "image/png"}]
+    parts = [
+        {"type": "text", "text": "Compare with:"},
+        {"type": "image", "base64": b64("red"), "mime_type": "image/png"},
+    ]
     return [SystemMessage(content=parts[::-1] if image_first else parts), HumanMessage(content="What colour?")]
 
 
@@ -274,7 +280,9 @@ def test_a_template_that_renders_system_images_gets_them_in_place(runtime: Runti
     li = RyzenAILLM(model=str(VISION), max_new_tokens=4, execution="inline", chat_template=SYSTEM_PARTS_TEMPLATE)
     lc.invoke(lc_system(False))
     li.chat(li_system(False))
-    expected = "<bos><start_of_turn>user\nCompare with:<start_of_image>\n\nWhat colour?<end_of_turn>\n<start_of_turn>model\n"
+    expected = (
+        "<bos><start_of_turn>user\nCompare with:<start_of_image>\n\nWhat colour?<end_of_turn>\n<start_of_turn>model\n"
+    )
     assert runtime.calls == [(expected, ["red"])] * 2
 
 
@@ -292,9 +300,14 @@ def test_a_template_without_images_is_refused_before_the_runtime(runtime: Runtim
 
     from langchain_ryzenai import ChatRyzenAI
 
-    llm = ChatRyzenAI(model=str(VISION), max_tokens=2, execution="inline", chat_template=builtin_template("chatml.jinja"))
-    with pytest.raises(InvalidRequestError, match=r"message #0 \(user\) has an image, and the chat template of "
-                       r"tiny-gemma3-vision \(chatml\) renders no images in a user message; use the package's own"):
+    llm = ChatRyzenAI(
+        model=str(VISION), max_tokens=2, execution="inline", chat_template=builtin_template("chatml.jinja")
+    )
+    with pytest.raises(
+        InvalidRequestError,
+        match=r"message #0 \(user\) has an image, and the chat template of "
+        r"tiny-gemma3-vision \(chatml\) renders no images in a user message; use the package's own",
+    ):
         llm.invoke([HumanMessage(content=[lc_image("v1-base64", "red", tmp_path), {"type": "text", "text": "?"}])])
     assert runtime.received == []
 
@@ -360,8 +373,12 @@ def test_a_long_vision_chat_drops_whole_exchanges_and_their_images(copy_package,
     lc_history: list[Any] = [SystemMessage(content="Be brief.")]
     li_history = [LIMessage(role="system", content="Be brief.")]
     for n, colour in enumerate(colours):
-        lc_history.append(HumanMessage(content=[{"type": "text", "text": f"Picture {n}:"}, lc_image("v1-base64", colour, folder)]))
-        li_history.append(LIMessage(role="user", blocks=[TextBlock(text=f"Picture {n}:"), ImageBlock(image=png(colour))]))
+        lc_history.append(
+            HumanMessage(content=[{"type": "text", "text": f"Picture {n}:"}, lc_image("v1-base64", colour, folder)])
+        )
+        li_history.append(
+            LIMessage(role="user", blocks=[TextBlock(text=f"Picture {n}:"), ImageBlock(image=png(colour))])
+        )
         if n < len(colours) - 1:
             lc_history.append(AIMessage(content=f"Colour {n}."))
             li_history.append(LIMessage(role="assistant", content=f"Colour {n}."))

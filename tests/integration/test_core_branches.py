@@ -77,19 +77,38 @@ def test_a_single_byte_fallback_decoder_without_a_sequence_is_mapped(tmp_path):
     "decoder",
     [
         # Gemma-style decoders that strip the leading space: the runtime's decode is kept
-        {"type": "Sequence", "decoders": [*BYTE_FALLBACK_DECODER["decoders"], {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        {
+            "type": "Sequence",
+            "decoders": [*BYTE_FALLBACK_DECODER["decoders"], {"type": "Strip", "content": " ", "start": 1, "stop": 0}],
+        },
         {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"},
         {"type": "Sequence", "decoders": [{"type": "Metaspace"}, {"type": "ByteFallback"}]},
         # a Replace of anything else than "▁" -> " "
-        {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "_"}, "content": " "}, {"type": "ByteFallback"}]},
-        {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"Regex": "\u2581"}, "content": " "}, {"type": "ByteFallback"}]},
+        {
+            "type": "Sequence",
+            "decoders": [{"type": "Replace", "pattern": {"String": "_"}, "content": " "}, {"type": "ByteFallback"}],
+        },
+        {
+            "type": "Sequence",
+            "decoders": [{"type": "Replace", "pattern": {"Regex": "\u2581"}, "content": " "}, {"type": "ByteFallback"}],
+        },
         # no ByteFallback step at all, or no decoder
         {"type": "Sequence", "decoders": [{"type": "Fuse"}]},
         {"type": "Sequence", "decoders": None},
         None,
         "ByteFallback",
     ],
-    ids=["strip", "metaspace", "metaspace-seq", "replace-other", "replace-regex", "fuse-only", "empty-seq", "none", "str"],
+    ids=[
+        "strip",
+        "metaspace",
+        "metaspace-seq",
+        "replace-other",
+        "replace-regex",
+        "fuse-only",
+        "empty-seq",
+        "none",
+        "str",
+    ],
 )
 def test_byte_fallback_decoders_that_do_more_than_bytes_and_spaces_are_refused(tmp_path, decoder):
     data = fallback_tokenizer({"<0x41>": 0, "\u2581a": 1}, decoder=decoder)
@@ -340,7 +359,7 @@ def test_bound_schema_refuses_what_is_not_a_schema():
 
 def test_bound_schema_counts_free_keys_and_bounds_them():
     out = bound_schema({"type": "object"}, 200)
-    (pattern, value), = out["patternProperties"].items()
+    ((pattern, value),) = out["patternProperties"].items()
     assert out["additionalProperties"] is False
     assert value["type"] == ["string", "number", "boolean", "null"]  # any value of a dict field: a scalar
     assert int(pattern.rsplit(",", 1)[1].split("}")[0]) == 40  # a free-form key: up to 40 characters
@@ -353,8 +372,11 @@ def test_bound_schema_counts_free_keys_and_bounds_them():
 
 def test_bound_schema_refuses_only_a_budget_that_cannot_hold_the_shortest_value():
     """The worst case need not fit (the closing while decoding keeps the budget); the shortest value must."""
-    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}}},
-              "required": ["a", "b"]}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "array", "items": {"type": "string"}}},
+        "required": ["a", "b"],
+    }
     with pytest.raises(InvalidRequestError) as err:
         bound_schema(schema, 10, overhead=3)
     msg = str(err.value)
@@ -377,7 +399,9 @@ def test_a_forced_tool_call_needs_tools():
 
 
 def test_guidance_needs_a_schema_and_a_json_schema_must_be_an_object():
-    with pytest.raises(InvalidRequestError, match="guidance of type 'regex' needs a non-empty schema, pattern or grammar"):
+    with pytest.raises(
+        InvalidRequestError, match="guidance of type 'regex' needs a non-empty schema, pattern or grammar"
+    ):
         Guidance(type="regex", data="  ")
     with pytest.raises(InvalidRequestError, match="json_schema guidance must be a JSON object"):
         Guidance(type="json_schema", data="[1, 2]")
@@ -404,7 +428,9 @@ def test_image_parts_of_text_content_are_none():
 
 
 def test_an_image_part_without_a_source_says_what_to_send():
-    with pytest.raises(InvalidRequestError, match=r"image 1 is an image part of a form .* \(keys 'type'\); send one of"):
+    with pytest.raises(
+        InvalidRequestError, match=r"image 1 is an image part of a form .* \(keys 'type'\); send one of"
+    ):
         prepare_image({"type": "image"}, "image 1")
 
 

@@ -26,8 +26,9 @@ def _restore_llamaindex_tokenizer(monkeypatch):
 def test_demo_answers_twice_and_shows_budgets(capsys, tmp_path):
     for i in range(3):
         (tmp_path / f"d{i}.txt").write_text(f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}.")
-    code = main(["demo", "--docs", str(tmp_path), "--question", "Who built the Vexlar probe number 1?",
-                 "--max-new-tokens", "8"])
+    code = main(
+        ["demo", "--docs", str(tmp_path), "--question", "Who built the Vexlar probe number 1?", "--max-new-tokens", "8"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "LangChain" in out and "LlamaIndex" in out
@@ -36,8 +37,12 @@ def test_demo_answers_twice_and_shows_budgets(capsys, tmp_path):
 
 
 def test_budget_line_for_a_bucketed_plan():
-    b = Budget.from_parts({"prompt_tokens": 300, "completion_tokens": 5}, {"prefill_bucket": 512, "padding": 212},
-                          {"time_to_first_token": 0.05, "decode_tokens_per_second": 40.0}, 1.0)
+    b = Budget.from_parts(
+        {"prompt_tokens": 300, "completion_tokens": 5},
+        {"prefill_bucket": 512, "padding": 212},
+        {"time_to_first_token": 0.05, "decode_tokens_per_second": 40.0},
+        1.0,
+    )
     assert b.line() == "300 prompt tokens, prefill bucket 512 (+212 padding), 5 new tokens, first token 50 ms, 40 tok/s"
 
 
@@ -108,7 +113,9 @@ def test_demo_without_a_framework_says_what_to_install(capsys, monkeypatch):
     code = main(["demo"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith("error: the demo runs both frameworks and needs them installed: pip install 'ryzenai-llm[all]'")
+    assert err.startswith(
+        "error: the demo runs both frameworks and needs them installed: pip install 'ryzenai-llm[all]'"
+    )
 
 
 def test_demo_retrieves_wide_reranks_and_generates_showing_each_stage(capsys, tmp_path):
@@ -127,17 +134,37 @@ def test_demo_retrieves_wide_reranks_and_generates_showing_each_stage(capsys, tm
     texts = [f"Document {i}: the Vexlar probe number {i} was built by Oda Quen{i}." for i in range(4)]
     question = "Who built the Vexlar probe number 1?"
     best = RerankEngine(rerank).rerank(question, texts).top(2)  # what the LLM must get: the reranker's two
-    retriever = build_retriever([Document(page_content=t) for t in texts], reranker=LangChainRerank(model=str(rerank), top_n=2))
+    retriever = build_retriever(
+        [Document(page_content=t) for t in texts], reranker=LangChainRerank(model=str(rerank), top_n=2)
+    )
     assert [d.page_content for d in retriever.invoke(question)] == [texts[i] for i in best]
-    engine = build_query_engine(RyzenAILLM(model="tiny-qa-llama"), texts, reranker=LlamaIndexRerank(model=str(rerank), top_n=2))
+    engine = build_query_engine(
+        RyzenAILLM(model="tiny-qa-llama"), texts, reranker=LlamaIndexRerank(model=str(rerank), top_n=2)
+    )
     assert [n.node.get_content() for n in engine.retrieve(QueryBundle(question))] == [texts[i] for i in best]
     for i, t in enumerate(texts):
         (tmp_path / f"d{i}.txt").write_text(t)
-    code = main(["demo", "--docs", str(tmp_path), "--question", question, "--max-new-tokens", "4",
-                 "--embed-model", str(embed), "--rerank-model", str(rerank)])
+    code = main(
+        [
+            "demo",
+            "--docs",
+            str(tmp_path),
+            "--question",
+            question,
+            "--max-new-tokens",
+            "4",
+            "--embed-model",
+            str(embed),
+            "--rerank-model",
+            str(rerank),
+        ]
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
-    assert "(4 documents, tiny-bert-st embeddings on CPUExecutionProvider, all 4 reranked by tiny-bert-cross-encoder" in out
+    assert (
+        "(4 documents, tiny-bert-st embeddings on CPUExecutionProvider, all 4 reranked by tiny-bert-cross-encoder"
+        in out
+    )
     assert "LangChain retriever | RyzenAIRerank | prompt | ChatRyzenAI | parser" in out
     assert "LlamaIndex query engine on RyzenAILLM, RyzenAIRerank postprocessor" in out
     assert len(re.findall(r"retrieve \d+ ms, rerank \d+ ms, first token \d+ ms, generate \d+ ms", out)) == 2

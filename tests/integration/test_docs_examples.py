@@ -42,7 +42,9 @@ STAND_INS = {
     '"cross-encoder/ms-marco-MiniLM-L6-v2"': repr(str(FIXTURES / "rerank" / "tiny-bert-cross-encoder")),
     '"BAAI/bge-reranker-base"': repr(str(FIXTURES / "rerank" / "tiny-xlmr-reranker")),
     # EmbeddingGemma at 1/16 of its width: its Matryoshka sizes are 48, 32, 16, 8 (768, 512, 256, 128 / 16).
-    '"onnx-community/embeddinggemma-300m-ONNX", dimensions=256': repr(str(FIXTURES / "embeddings" / "tiny-embeddinggemma"))
+    '"onnx-community/embeddinggemma-300m-ONNX", dimensions=256': repr(
+        str(FIXTURES / "embeddings" / "tiny-embeddinggemma")
+    )
     + ", dimensions=16",
 }
 BLOCK = re.compile(r"(<!-- no-run: (?P<why>[^>]*?) -->\s*\n)?```python\n(?P<code>.*?)```", re.S)

@@ -123,7 +123,10 @@ def xrt_smi(tmp_path, monkeypatch):
     def install(driver: str = "32.0.203.280", mode: str = "Performance", pids: tuple[int, ...] = ()) -> None:
         folder = tmp_path / "xrt-bin"
         folder.mkdir(exist_ok=True)
-        rows = "".join(f"      |{pid:<7}|0       |Active  |64 KB     |57   |56     |0     |0    |Normal  |0     |0      |0    |0        |\n" for pid in pids)
+        rows = "".join(
+            f"      |{pid:<7}|0       |Active  |64 KB     |57   |56     |0     |0    |Normal  |0     |0      |0    |0        |\n"
+            for pid in pids
+        )
         for name, text in (
             ("examine", XRT_EXAMINE.format(driver=driver)),
             ("platform", XRT_PLATFORM.format(mode=mode)),
@@ -231,8 +234,12 @@ def test_a_second_distribution_writing_onnxruntime_fails_with_the_repair(capsys,
     """chromadb's dependency on `onnxruntime` installs the plain build over AMD's onnxruntime-vitisai."""
     installed(("onnxruntime-vitisai", "1.27.0"), ("onnxruntime", "1.22.0"))
     site = tmp_path / "site-packages"
-    _record(site, "onnxruntime-vitisai", "1.27.0", {"onnxruntime/__init__.py": b"", "onnxruntime/capi/lib.so": b"vitisai"})
-    _record(site, "onnxruntime", "1.22.0", {"onnxruntime/__init__.py": b"", "onnxruntime/capi/lib.so": b"plain cpu build"})
+    _record(
+        site, "onnxruntime-vitisai", "1.27.0", {"onnxruntime/__init__.py": b"", "onnxruntime/capi/lib.so": b"vitisai"}
+    )
+    _record(
+        site, "onnxruntime", "1.22.0", {"onnxruntime/__init__.py": b"", "onnxruntime/capi/lib.so": b"plain cpu build"}
+    )
     code, out = doctor_json(capsys)
     status, detail = checks(out)["installed distributions"]
     assert code == 1 and status == "fail"
@@ -247,7 +254,10 @@ def test_an_ep_wheel_of_another_release_than_the_runtime_fails(capsys, installed
     code, out = doctor_json(capsys)
     status, detail = checks(out)["installed distributions"]
     assert code == 1 and status == "fail"
-    assert "onnxruntime-providers-ryzenai 1.8.0 (the EP library of Ryzen AI 1.8) beside onnxruntime-genai-ryzenai" in detail
+    assert (
+        "onnxruntime-providers-ryzenai 1.8.0 (the EP library of Ryzen AI 1.8) beside onnxruntime-genai-ryzenai"
+        in detail
+    )
 
 
 def test_the_first_npu_load_warns_of_a_second_distribution(installed, tmp_path, caplog, monkeypatch, stand_in_eps):
@@ -419,9 +429,22 @@ def test_the_embedded_model_is_measured_as_amd_measures(capsys):
     found = checks(out)
     assert code == 0
     assert [n for n in found if n not in SYSTEM] == [
-        "package", "package files", "package path", "chat format", "load", "generation", "where it ran",
-        "speed at 128 tokens", "speed at 1024 tokens", "memory", "AMD's figures", "long prompt recall", "guidance",
-        "KV reuse", "long prompt", "second load",
+        "package",
+        "package files",
+        "package path",
+        "chat format",
+        "load",
+        "generation",
+        "where it ran",
+        "speed at 128 tokens",
+        "speed at 1024 tokens",
+        "memory",
+        "AMD's figures",
+        "long prompt recall",
+        "guidance",
+        "KV reuse",
+        "long prompt",
+        "second load",
     ]
     speed = out["measurements"]["speed"]
     assert speed["plan"] == {"lengths": [128, 1024], "warmups": 1, "runs": 5, "new_tokens": 8, "second_load": True}
@@ -451,11 +474,18 @@ def test_an_npu_replica_is_checked_on_the_cpu_and_says_the_npu_was_not(capsys):
     assert found["package"][1].startswith("Llama-3.2-1B_rai_1.8.0_npu_4K (") and "full-fusion" in found["package"][1]
     assert found["package files"][0] == "ok"
     assert found["release match"][0] == "skip"
-    assert found["NPU load"][0] == "skip" and "needs onnxruntime-genai with AMD's Ryzen AI EP library" in found["NPU load"][1]
+    assert (
+        found["NPU load"][0] == "skip"
+        and "needs onnxruntime-genai with AMD's Ryzen AI EP library" in found["NPU load"][1]
+    )
     assert found["load"][0] == "ok" and "provider='cpu'" in found["load"][1]
     assert found["where it ran"][0] == "warn" and "not the NPU" in found["where it ran"][1]
     assert out["measurements"]["speed"]["plan"] == {
-        "lengths": [128], "warmups": 0, "runs": 1, "new_tokens": 16, "second_load": False
+        "lengths": [128],
+        "warmups": 0,
+        "runs": 1,
+        "new_tokens": 16,
+        "second_load": False,
     }
     assert "second load" not in found
     assert found["KV reuse"][0] == "skip" and "--kv-reuse" in found["KV reuse"][1]
@@ -571,7 +601,10 @@ def test_the_long_prompt_check_fails_on_logits_that_are_not_finite():
         assert report.checks[-1].status == "ok" and "names the code" in report.checks[-1].detail
         bad = [{"finite": True, "nan": 0, "inf": 0}] * 2 + [{"finite": False, "nan": 3, "inf": 0}]
         doctor_run.check_needle(report, _Engine(engine, bad), pkg)
-        assert report.checks[-1].status == "fail" and "the logits of decode step 3 are not finite (3 NaN" in report.checks[-1].detail
+        assert (
+            report.checks[-1].status == "fail"
+            and "the logits of decode step 3 are not finite (3 NaN" in report.checks[-1].detail
+        )
     finally:
         engine.close()
 
@@ -605,7 +638,12 @@ class _Timed:
 
     def probe(self, ids, steps, *, watch=True, exact=False):
         self.runs.append((len(ids), steps, watch, exact))
-        return {"tokens": [1] * steps, "logits": [], "first_token_seconds": self.ttft, "decode_tokens_per_second": self.rate}
+        return {
+            "tokens": [1] * steps,
+            "logits": [],
+            "first_token_seconds": self.ttft,
+            "decode_tokens_per_second": self.rate,
+        }
 
 
 @pytest.mark.parametrize(("ttft", "rate", "status"), [(0.150, 52.0, "ok"), (0.400, 30.0, "warn")])

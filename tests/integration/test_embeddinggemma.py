@@ -53,7 +53,10 @@ def without_sentence_embedding(copy_package) -> Path:
 def test_the_folder_reads_as_embeddinggemma() -> None:
     pkg = EmbeddingPackage.open(GEMMA)
     assert (pkg.output, pkg.pooled_in_graph, pkg.dense, pkg.dims) == ("sentence_embedding", True, (), 48)
-    assert (pkg.query_instruction, pkg.document_instruction) == ("task: search result | query: ", "title: none | text: ")
+    assert (pkg.query_instruction, pkg.document_instruction) == (
+        "task: search result | query: ",
+        "title: none | text: ",
+    )
     assert pkg.prompts_source == "config_sentence_transformers.json prompts"
     assert pkg.matryoshka_dims == (48, 32, 16, 8) and "MatryoshkaLoss" in pkg.matryoshka_source
     assert "sentence_embedding" in pkg.describe()["pipeline"]
@@ -66,7 +69,9 @@ def test_langchain_vectors_are_the_reference_at_each_dimension(dims: int) -> Non
     embeddings = RyzenAIEmbeddings(model=str(GEMMA), dimensions=dims)
     queries = [embeddings.embed_query(t) for t in texts(QUERIES)]
     np.testing.assert_allclose(queries, reference(dims, QUERIES), atol=TOLERANCE, rtol=0)
-    np.testing.assert_allclose(embeddings.embed_documents(texts(DOCUMENTS)), reference(dims, DOCUMENTS), atol=TOLERANCE, rtol=0)
+    np.testing.assert_allclose(
+        embeddings.embed_documents(texts(DOCUMENTS)), reference(dims, DOCUMENTS), atol=TOLERANCE, rtol=0
+    )
 
 
 @pytest.mark.parametrize("dims", REFERENCE["dimensions"])
@@ -91,7 +96,10 @@ def test_a_graph_without_the_sentence_embedding_gets_pooling_and_dense_on_the_ho
     folder = without_sentence_embedding(copy_package)
     pkg = EmbeddingPackage.open(folder)
     assert (pkg.output, pkg.pooled_in_graph, [d.path for d in pkg.dense], pkg.dims) == (
-        "last_hidden_state", False, ["2_Dense", "3_Dense"], 48
+        "last_hidden_state",
+        False,
+        ["2_Dense", "3_Dense"],
+        48,
     )
     assert pkg.describe()["pipeline"] == "mean pooling -> 2_Dense (Dense) -> 3_Dense (Dense) -> normalise"
     engine = EmbeddingEngine(pkg)
@@ -105,7 +113,9 @@ def test_dimensions_are_refused_for_a_model_not_trained_for_them() -> None:
     from llamaindex_ryzenai import RyzenAIEmbedding
 
     for face in (RyzenAIEmbeddings, RyzenAIEmbedding):
-        with pytest.raises(InvalidRequestError, match=r"dimensions=16, but tiny-bert-st was not trained for Matryoshka"):
+        with pytest.raises(
+            InvalidRequestError, match=r"dimensions=16, but tiny-bert-st was not trained for Matryoshka"
+        ):
             face(model=str(TINY_ST), dimensions=16)
         with pytest.raises(InvalidRequestError, match=r"dimensions=20 is not a size .* trained for: \[48, 32, 16, 8\]"):
             face(model=str(GEMMA), dimensions=20)
@@ -115,11 +125,16 @@ def test_dimensions_are_refused_for_a_model_not_trained_for_them() -> None:
 
 
 def test_how_a_model_declares_its_matryoshka_dimensions(tmp_path: Path) -> None:
-    assert matryoshka_dims(tmp_path, "google/embeddinggemma-300m", 768) == ((768, 512, 256, 128), "known model (embeddinggemma: its model card)")
+    assert matryoshka_dims(tmp_path, "google/embeddinggemma-300m", 768) == (
+        (768, 512, 256, 128),
+        "known model (embeddinggemma: its model card)",
+    )
     assert matryoshka_dims(tmp_path, "embeddinggemma-300m_npu_rai_1.8.0_npu_4K", 768)[0] == (768, 512, 256, 128)
     assert matryoshka_dims(tmp_path, "tiny-embeddinggemma", 48) == ((), "")  # a known name at another size: not it
     assert matryoshka_dims(tmp_path, "bge-small-en-v1.5", 384) == ((), "")
-    (tmp_path / "README.md").write_text('* Loss: MatryoshkaLoss\n  "matryoshka_dims": [\n 1024,\n 256, 64\n ],', encoding="utf-8")
+    (tmp_path / "README.md").write_text(
+        '* Loss: MatryoshkaLoss\n  "matryoshka_dims": [\n 1024,\n 256, 64\n ],', encoding="utf-8"
+    )
     assert matryoshka_dims(tmp_path, "my-finetune", 768)[0] == (256, 64)  # sizes over the vector's are left out
 
 
@@ -171,5 +186,8 @@ def test_info_on_a_folder_of_no_known_layout_says_what_it_is_and_lacks(tmp_path:
     assert main(["info", str(weights), "--json"]) == 2
     facts = json.loads(capsys.readouterr().out)
     assert facts["looks_like"] == "an encoder (embedding model)" and facts["files"]["weights"] == "model.safetensors"
-    assert facts["missing"] == ["an ONNX export (onnx/model.onnx or model.onnx)", "tokenizer.json (Hugging Face's fast tokenizer file)"]
+    assert facts["missing"] == [
+        "an ONNX export (onnx/model.onnx or model.onnx)",
+        "tokenizer.json (Hugging Face's fast tokenizer file)",
+    ]
     assert "optimum-cli export onnx --task feature-extraction" in facts["hint"]

@@ -62,7 +62,9 @@ def _reference(folder: Path, onnx_file: Path, texts: list[str], mode: str) -> np
         ids = np.zeros((1, width), np.int64)
         mask = np.zeros((1, width), np.int64)
         ids[0, :n], mask[0, :n] = enc.ids, 1
-        (hidden,) = session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+        (hidden,) = session.run(
+            ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        )
         states = hidden[0, :n]
         vec = states[0] if mode == "cls" else states.sum(axis=0) / n
         out.append(vec / np.linalg.norm(vec))
@@ -88,7 +90,12 @@ def test_amd_style_static_export_is_read_with_its_fixed_shape():
     assert pkg.static_shape == (1, 128) and pkg.pooling == "cls" and pkg.onnx_file.name == "model.onnx"
     engine = EmbeddingEngine(pkg)
     d = engine.describe()
-    assert (d["run_shapes"], d["buckets"], d["static_rows"], d["provider"]) == ("static", [128], 1, "CPUExecutionProvider")
+    assert (d["run_shapes"], d["buckets"], d["static_rows"], d["provider"]) == (
+        "static",
+        [128],
+        1,
+        "CPUExecutionProvider",
+    )
     with pytest.raises(InvalidRequestError, match=r"shapes='dynamic' but model.onnx has a static shape \[1, 128\]"):
         EmbeddingEngine(pkg, shapes="dynamic")
 
@@ -115,7 +122,10 @@ def test_an_empty_query_instruction_turns_off_a_bge_models_default_in_the_core_a
     assert engine.embed(["vantor"], kind="query", instruction="").vectors[0] == plain
     assert engine.embed(["vantor"], kind="query", instruction="").tokens == engine.embed(["vantor"]).tokens
     for default, off in (
-        (RyzenAIEmbeddings(model=folder).embed_query, RyzenAIEmbeddings(model=folder, query_instruction="").embed_query),
+        (
+            RyzenAIEmbeddings(model=folder).embed_query,
+            RyzenAIEmbeddings(model=folder, query_instruction="").embed_query,
+        ),
         (
             RyzenAIEmbedding(model=folder).get_query_embedding,
             RyzenAIEmbedding(model=folder, query_instruction="").get_query_embedding,
@@ -247,7 +257,9 @@ def test_a_text_over_the_maximum_is_truncated_and_reported(cpu, caplog):
         result = cpu.embed(["short text", long])
     assert result.truncated == [1] and result.tokens[1] == 128 and cpu.count_tokens([long])[0] > 128
     assert "1 of 2 text(s) are longer than tiny-bert-st's maximum of 128 tokens and were truncated" in caplog.text
-    with pytest.raises(InvalidRequestError, match=r"text 1 is \d+ tokens, over tiny-bert-st's maximum of 128 .*Split the text"):
+    with pytest.raises(
+        InvalidRequestError, match=r"text 1 is \d+ tokens, over tiny-bert-st's maximum of 128 .*Split the text"
+    ):
         cpu.embed(["short text", long], on_overflow="error")
 
 
@@ -287,7 +299,10 @@ def test_a_folder_without_a_model_or_with_several(copy_package, tmp_path):
     assert EmbeddingPackage.open(folder, onnx_file="onnx/model_O4.onnx").onnx_file.name == "model_O4.onnx"
     assert EmbeddingPackage.open(folder).onnx_file.name == "model.onnx"  # Hugging Face's default name first
     (folder / "onnx" / "model.onnx").rename(folder / "onnx" / "model_O3.onnx")
-    with pytest.raises(InvalidRequestError, match=r"several ONNX models \(onnx/model_O3.onnx, onnx/model_O4.onnx\); choose one with onnx_file="):
+    with pytest.raises(
+        InvalidRequestError,
+        match=r"several ONNX models \(onnx/model_O3.onnx, onnx/model_O4.onnx\); choose one with onnx_file=",
+    ):
         EmbeddingPackage.open(folder)
     with pytest.raises(InvalidRequestError, match="outside the model folder"):
         EmbeddingPackage.open(folder, onnx_file="../x.onnx")
@@ -318,7 +333,9 @@ def _graph(folder: Path, outputs: list[tuple[str, list]], inputs=("input_ids",),
             nodes.append(helper.make_node("ReduceMean", ["states"], [name], axes=[1], keepdims=0))
         outs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
     ins = [helper.make_tensor_value_info(n, TensorProto.INT64, ["b", "s"]) for n in inputs]
-    model = helper.make_model(helper.make_graph(nodes, "g", ins, outs, [table]), opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", ins, outs, [table]), opset_imports=[helper.make_opsetid("", 13)]
+    )
     model.ir_version = 8
     (folder / "onnx").mkdir(exist_ok=True)
     onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
@@ -327,7 +344,9 @@ def _graph(folder: Path, outputs: list[tuple[str, list]], inputs=("input_ids",),
 def test_a_model_whose_outputs_are_not_what_pooling_expects(copy_package):
     folder = copy_package(TINY_ST)
     _graph(folder, [("pooler_output", ["b", 4])])
-    with pytest.raises(UnsupportedModelError, match=r"outputs pooler_output \['b', 4\]: none is per-token hidden states"):
+    with pytest.raises(
+        UnsupportedModelError, match=r"outputs pooler_output \['b', 4\]: none is per-token hidden states"
+    ):
         EmbeddingPackage.open(folder)
     _graph(folder, [("states3", ["b", "s", 4])], inputs=("input_ids", "pixel_values"))
     with pytest.raises(UnsupportedModelError, match=r"takes inputs \['input_ids', 'pixel_values'\]"):
@@ -342,7 +361,9 @@ def test_a_model_whose_outputs_are_not_what_pooling_expects(copy_package):
 
 
 def test_provider_npu_without_vitisai_says_what_to_do():
-    with pytest.raises(RuntimeNotAvailableError, match=r"provider='npu' needs onnxruntime's VitisAIExecutionProvider.*provider='cpu'"):
+    with pytest.raises(
+        RuntimeNotAvailableError, match=r"provider='npu' needs onnxruntime's VitisAIExecutionProvider.*provider='cpu'"
+    ):
         EmbeddingEngine(TINY_ST, provider="npu")
 
 
@@ -353,7 +374,9 @@ def test_missing_runtime_packages_name_the_extra(monkeypatch):
     with pytest.raises(RuntimeNotAvailableError, match=r"onnxruntime-vitisai.*pip install 'ryzenai-llm\[cpu\]'"):
         import_onnxruntime()
     monkeypatch.setitem(sys.modules, "tokenizers", None)
-    with pytest.raises(RuntimeNotAvailableError, match=r"`tokenizers` package .*pip install 'ryzenai-llm\[embeddings\]'"):
+    with pytest.raises(
+        RuntimeNotAvailableError, match=r"`tokenizers` package .*pip install 'ryzenai-llm\[embeddings\]'"
+    ):
         import_tokenizers()
 
 
@@ -376,7 +399,11 @@ def test_info_describes_an_embedding_folder(capsys):
     assert main(["info", str(TINY_ST), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert (facts["kind"], facts["dims"], facts["max_length"], facts["shapes"], facts["provider"]) == (
-        "embedding", 32, 128, "dynamic", "CPUExecutionProvider"
+        "embedding",
+        32,
+        128,
+        "dynamic",
+        "CPUExecutionProvider",
     )
 
 
@@ -393,12 +420,25 @@ def test_demo_retrieves_with_an_embedding_model(capsys, tmp_path, llamaindex_eve
     docs = [Document(page_content=t) for t in texts]
     retriever = build_retriever(docs, k=1, embeddings=RyzenAIEmbeddings(model=str(TINY_ST)))
     assert [d.page_content for d in retriever.invoke(texts[1])] == [texts[1]]
-    engine = build_query_engine(RyzenAILLM(model="tiny-qa-llama"), texts, k=1, embed_model=RyzenAIEmbedding(model=str(TINY_ST)))
+    engine = build_query_engine(
+        RyzenAILLM(model="tiny-qa-llama"), texts, k=1, embed_model=RyzenAIEmbedding(model=str(TINY_ST))
+    )
     assert [n.node.get_content() for n in engine.retrieve(texts[2])] == [texts[2]]
     for i, t in enumerate(texts):
         (tmp_path / f"d{i}.txt").write_text(t)
-    code = main(["demo", "--docs", str(tmp_path), "--question", "Who built the Vexlar probe number 1?",
-                 "--max-new-tokens", "4", "--embed-model", str(TINY_ST)])
+    code = main(
+        [
+            "demo",
+            "--docs",
+            str(tmp_path),
+            "--question",
+            "Who built the Vexlar probe number 1?",
+            "--max-new-tokens",
+            "4",
+            "--embed-model",
+            str(TINY_ST),
+        ]
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0 and "(3 documents, tiny-bert-st embeddings on CPUExecutionProvider, top 2)" in out
     assert "LangChain" in out and "LlamaIndex" in out

@@ -94,8 +94,12 @@ def test_instructions_and_defaults(llamaindex_event_loop):
     model = RyzenAIEmbedding(model=str(TINY_ST), query_instruction="query: ", text_instruction="passage: ")
     plain = RyzenAIEmbedding(model=str(TINY_ST))
     assert model.model_name == str(TINY_ST) and model.class_name() == "RyzenAIEmbedding"
-    np.testing.assert_allclose(model.get_query_embedding("vantor"), plain.get_text_embedding("query: vantor"), atol=1e-6)
-    np.testing.assert_allclose(model.get_text_embedding("vantor"), plain.get_text_embedding("passage: vantor"), atol=1e-6)
+    np.testing.assert_allclose(
+        model.get_query_embedding("vantor"), plain.get_text_embedding("query: vantor"), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        model.get_text_embedding("vantor"), plain.get_text_embedding("passage: vantor"), atol=1e-6
+    )
 
 
 def test_static_export_and_bad_input(llamaindex_event_loop):

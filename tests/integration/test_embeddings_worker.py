@@ -136,7 +136,9 @@ def test_a_hung_worker_times_out_with_the_typed_error_and_is_replaced(kind, monk
             call()
         message = str(info.value)
         assert f"the encoder worker (pid {pid}) did not answer a batch of 3 x " in message
-        assert "within 0.5 s (RYZENAI_LLM_CALL_TIMEOUT); it was stopped, and the next call starts a new worker" in message
+        assert (
+            "within 0.5 s (RYZENAI_LLM_CALL_TIMEOUT); it was stopped, and the next call starts a new worker" in message
+        )
         assert info.value.phase == "batch" and isinstance(info.value, TimeoutError)
         monkeypatch.undo()
         np.testing.assert_allclose(call(), want, atol=1e-6)  # a new worker
@@ -159,7 +161,10 @@ def test_a_hung_worker_that_does_not_read_a_large_batch_times_out_too(monkeypatc
         (pid,) = engine.worker_pids()
         os.kill(pid, signal.SIGSTOP)
         monkeypatch.setattr(workers, "CALL_TIMEOUT", 0.5)
-        with pytest.raises(GenerationTimeoutError, match=rf"the encoder worker \(pid {pid}\) did not read a batch of 32 x 128 tokens .*within 0.5 s \(RYZENAI_LLM_CALL_TIMEOUT\)"):
+        with pytest.raises(
+            GenerationTimeoutError,
+            match=rf"the encoder worker \(pid {pid}\) did not read a batch of 32 x 128 tokens .*within 0.5 s \(RYZENAI_LLM_CALL_TIMEOUT\)",
+        ):
             engine.embed(texts)
         monkeypatch.undo()
         np.testing.assert_allclose(engine.embed(texts[:1]).vectors, want, atol=1e-6)
@@ -176,7 +181,9 @@ def test_a_worker_that_does_not_start_within_the_load_timeout_is_stopped(tmp_pat
     try:
         monkeypatch.setattr(sys, "executable", str(script))
         monkeypatch.setattr(workers, "LOAD_TIMEOUT", 1.0)
-        with pytest.raises(GenerationError, match=r"the encoder worker did not start within 1 s \(RYZENAI_LLM_LOAD_TIMEOUT\)"):
+        with pytest.raises(
+            GenerationError, match=r"the encoder worker did not start within 1 s \(RYZENAI_LLM_LOAD_TIMEOUT\)"
+        ):
             engine.embed(TEXTS)
         assert engine.worker_pids() == []
         monkeypatch.undo()

@@ -101,7 +101,10 @@ def test_a_whitespace_only_node_does_not_abort_a_vector_store_index(caplog, llam
     nodes = [TextNode(text=DOCS[0], id_="a"), TextNode(text="  \n\t", id_="blank"), TextNode(text=DOCS[1], id_="b")]
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
         index = VectorStoreIndex(nodes, embed_model=RyzenAIEmbedding(model=str(TINY_ST), query_instruction=""))
-    assert "1 of 3 text(s) have nothing to embed (empty, whitespace or invisible characters only; first: text 1, '  \\n\\t')" in caplog.text
+    assert (
+        "1 of 3 text(s) have nothing to embed (empty, whitespace or invisible characters only; first: text 1, '  \\n\\t')"
+        in caplog.text
+    )
     (hit,) = index.as_retriever(similarity_top_k=1).retrieve(DOCS[1])
     assert hit.node.node_id == "b"
 
@@ -127,13 +130,20 @@ def test_every_blank_text_embeds_as_the_empty_text_with_a_warning(caplog):
 def test_a_blank_page_and_an_empty_query_go_through_a_langchain_vector_store(execution, caplog):
     """An image-only PDF page (no text, or a form feed) in from_documents, and an agent's search for ''."""
     embeddings = RyzenAIEmbeddings(model=str(TINY_ST), execution=execution)
-    pages = [Document(page_content=DOCS[0]), Document(page_content=""), Document(page_content="\x0c"), Document(page_content=DOCS[1])]
+    pages = [
+        Document(page_content=DOCS[0]),
+        Document(page_content=""),
+        Document(page_content="\x0c"),
+        Document(page_content=DOCS[1]),
+    ]
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
         store = InMemoryVectorStore.from_documents(pages, embeddings)
         hits = store.as_retriever(search_kwargs={"k": 4}).invoke("")  # a retriever tool's empty query
     assert len(hits) == 4
     assert store.similarity_search(DOCS[1], k=1)[0].page_content == DOCS[1]
-    assert "2 of 4 text(s) have nothing to embed" in caplog.text and "1 of 1 text(s) have nothing to embed" in caplog.text
+    assert (
+        "2 of 4 text(s) have nothing to embed" in caplog.text and "1 of 1 text(s) have nothing to embed" in caplog.text
+    )
     vectors = embeddings.embed_documents(BLANKS)
     assert all(v == vectors[0] for v in vectors)
     queries = [embeddings.embed_query(b) for b in BLANKS]
@@ -200,7 +210,9 @@ def test_a_blank_query_ranks_in_both_reranker_faces():
     ],
 )
 def test_a_misspelt_argument_is_a_typed_error_with_the_closest_name(cls, folder, key, suggestion):
-    with pytest.raises(InvalidRequestError, match=rf"got (an )?unknown (parameter|field\(s\)) '{key}'.*did you mean '{suggestion}'"):
+    with pytest.raises(
+        InvalidRequestError, match=rf"got (an )?unknown (parameter|field\(s\)) '{key}'.*did you mean '{suggestion}'"
+    ):
         cls(model=str(folder), **{key: 4})
 
 
@@ -210,7 +222,10 @@ def test_a_misspelt_argument_is_a_typed_error_with_the_closest_name(cls, folder,
 @pytest.mark.parametrize(
     ("cls", "words"),
     [
-        (RyzenAIEmbeddings, "embedding model folder '{p}' does not exist; pass a folder as Hugging Face ships sentence-transformers"),
+        (
+            RyzenAIEmbeddings,
+            "embedding model folder '{p}' does not exist; pass a folder as Hugging Face ships sentence-transformers",
+        ),
         (RyzenAIEmbedding, "embedding model folder '{p}' does not exist"),
         (LangChainRerank, "reranker folder '{p}' does not exist; pass a cross-encoder folder"),
         (LlamaIndexRerank, "reranker folder '{p}' does not exist"),

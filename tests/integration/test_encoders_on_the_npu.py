@@ -62,7 +62,9 @@ class StandInVitisAI:
     def __call__(self, path: str, sess_options: Any = None, providers: Any = None, provider_options: Any = None) -> Any:
         said = [r.getMessage() for r in self.caplog.records] if self.caplog else []
         self.calls.append(
-            SimpleNamespace(onnx_file=path, providers=list(providers), options=[dict(o) for o in provider_options], said=said)
+            SimpleNamespace(
+                onnx_file=path, providers=list(providers), options=[dict(o) for o in provider_options], said=said
+            )
         )
         if providers[0] == VITIS:
             folder = Path(provider_options[0]["cache_dir"]) / provider_options[0]["cache_key"]
@@ -138,11 +140,17 @@ def test_a_users_configuration_and_options_reach_the_session_and_key_its_cache(n
     own = tmp_path / "my_vaiml_config.json"
     own.write_text(json.dumps({"passes": [], "target": "VAIML"}), encoding="utf-8")
     options = {"config_file": str(own), "encryptionKey": "secret"}
-    engine = RerankEngine(CROSS, execution="inline", provider_options=options, cache_dir=tmp_path / "cache", cpu_max_tokens=0)
+    engine = RerankEngine(
+        CROSS, execution="inline", provider_options=options, cache_dir=tmp_path / "cache", cpu_max_tokens=0
+    )
     engine.rerank("who directs the lab?", ["the vantor lab"])
     (call,) = fake.vitis()
     got = call.options[0]
-    assert (got["config_file"], got["cache_dir"], got["encryption_key"]) == (str(own), str(tmp_path / "cache" / "vitisai"), "secret")
+    assert (got["config_file"], got["cache_dir"], got["encryption_key"]) == (
+        str(own),
+        str(tmp_path / "cache" / "vitisai"),
+        "secret",
+    )
     shipped = RerankEngine(CROSS, execution="inline", cache_dir=tmp_path / "cache").cache.vitisai_options((1, 256))
     assert got["cache_key"] != shipped["cache_key"]  # another configuration, another compile
     own.write_text("[1, 2]", encoding="utf-8")
@@ -167,13 +175,17 @@ def test_a_worker_opens_its_session_with_the_same_options_and_the_compile_deadli
         (backend,) = engine.sessions.backends().values()
         assert isinstance(backend, runner.WorkerBackend) and backend.spec.provider_options == (want, {})
         assert backend.spec.providers == (VITIS, "CPUExecutionProvider")
-        assert [(d.seconds, d.setting) for d in deadlines] == [(4321.0, "RYZENAI_LLM_COMPILE_TIMEOUT")]  # not compiled yet
+        assert [(d.seconds, d.setting) for d in deadlines] == [
+            (4321.0, "RYZENAI_LLM_COMPILE_TIMEOUT")
+        ]  # not compiled yet
     finally:
         engine.close()
 
 
 def test_dynamic_shapes_are_refused_on_the_npu_and_taken_to_the_cpu_on_auto(npu, caplog):
-    with pytest.raises(InvalidRequestError, match=r"shapes='dynamic' with provider='npu'.*shapes='auto'.*provider='cpu'"):
+    with pytest.raises(
+        InvalidRequestError, match=r"shapes='dynamic' with provider='npu'.*shapes='auto'.*provider='cpu'"
+    ):
         EmbeddingEngine(TINY_ST, provider="npu", shapes="dynamic")
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
         engine = EmbeddingEngine(TINY_ST, shapes="dynamic")
@@ -210,7 +222,11 @@ def test_small_inputs_take_a_cpu_session_and_give_the_same_vectors(npu, monkeypa
         result = engine.embed([LONG, SHORT, "hello"])
         assert result.input_shapes == ["1x128", "dynamic", "dynamic"] and engine.describe()["cpu_max_tokens"] == 32
         (cpu,) = fake.calls  # the NPU shape ran in a worker; the CPU session here
-        assert (cpu.providers, cpu.options, Path(cpu.onnx_file)) == (["CPUExecutionProvider"], [{}], engine.package.onnx_file)
+        assert (cpu.providers, cpu.options, Path(cpu.onnx_file)) == (
+            ["CPUExecutionProvider"],
+            [{}],
+            engine.package.onnx_file,
+        )
         assert result.where["dynamic"]["ran_on"] == "cpu" and result.where["1x128"]["ran_on"] == "partial"
         on_cpu = EmbeddingEngine(TINY_ST, provider="cpu").embed([LONG, SHORT, "hello"]).vectors
         np.testing.assert_allclose(result.vectors, on_cpu, atol=1e-5)
@@ -241,7 +257,9 @@ def test_where_it_ran_comes_from_the_pass_summary(npu, monkeypatch, caplog, caps
 
     with caplog.at_level(logging.INFO, logger="ryzenai_core"):
         reranker = RyzenAIRerank(model=str(CROSS), execution="inline", cpu_max_tokens=0, top_n=2)
-        docs = reranker.compress_documents([Document(page_content="the vantor lab"), Document(page_content="cats")], "who?")
+        docs = reranker.compress_documents(
+            [Document(page_content="the vantor lab"), Document(page_content="cats")], "who?"
+        )
     placed = docs[0].metadata["ryzenai_rerank"]
     assert placed["shape"] == "1x256" and placed["ran_on"] == ran_on
     assert (placed["npu_share"] is None) == (ran_on == "unknown") and docs[1].metadata["ryzenai_rerank"] == placed
@@ -252,7 +270,10 @@ def test_where_it_ran_comes_from_the_pass_summary(npu, monkeypatch, caplog, caps
     assert cache["dir"] == str(npu / "vitisai") and [s["shape"] for s in cache["shapes"]] == ["1x256", "1x512"]
     compiled, absent = cache["shapes"]
     assert (compiled["state"], compiled["ran_on"], absent["state"], absent["ran_on"]) == (
-        "compiled" if summary else "partial", ran_on, "absent", None
+        "compiled" if summary else "partial",
+        ran_on,
+        "absent",
+        None,
     )
     assert main(["info", str(CROSS)]) == 0
     out = capsys.readouterr().out
@@ -268,7 +289,10 @@ def test_doctor_fails_an_npu_encoder_that_ran_on_the_cpu(npu, monkeypatch):
     report = Report()
     check_model(report, str(TINY_ST), provider=None, kv_reuse=False, new_tokens=None, quick=True)
     found = {c.name: (c.status, c.detail) for c in report.checks}
-    assert found["compile cache"] == ("ok", f"{npu / 'vitisai'} (configuration {shipped_config_file()}): compiled 1x128")
+    assert found["compile cache"] == (
+        "ok",
+        f"{npu / 'vitisai'} (configuration {shipped_config_file()}): compiled 1x128",
+    )
     status, detail = found["where it ran (1x128)"]
     assert status == "fail" and detail.startswith("VitisAI requested, ran on the CPU: 0 of 1209 operators")
     assert report.measurements["where_it_ran"]["1x128"]["ran_on"] == "cpu"
@@ -282,9 +306,13 @@ def test_warmup_compiles_each_shape_once_and_a_second_run_does_nothing(npu, monk
     fake = stand_in(monkeypatch, summary)
     steps = warm_up(EmbeddingEngine(TINY_ST, execution="inline", buckets=[48, 64]))
     assert [(s.label, s.before, s.action) for s in steps] == [
-        ("1x48", "absent", "compiled"), ("1x64", "absent", "compiled"), ("1x128", "absent", "compiled")
+        ("1x48", "absent", "compiled"),
+        ("1x64", "absent", "compiled"),
+        ("1x128", "absent", "compiled"),
     ]
-    assert len(fake.compiled) == 3 == len(set(fake.compiled)) and len(fake.calls) == 3  # no CPU session: nothing to compile
+    assert (
+        len(fake.compiled) == 3 == len(set(fake.compiled)) and len(fake.calls) == 3
+    )  # no CPU session: nothing to compile
     again = warm_up(EmbeddingEngine(TINY_ST, execution="inline", buckets=[48, 64]))
     done = "compiled" if summary else "opened"
     assert [(s.action, s.before) for s in again] == [("skipped", done)] * 3 and len(fake.calls) == 3
@@ -311,7 +339,9 @@ def test_warmup_on_the_cpu_opens_each_session_once_and_a_second_run_does_nothing
     assert main(["warmup", *models, "--json"]) == 0
     first = json.loads(capsys.readouterr().out)["models"]
     assert [[(s["shape"], s["action"], s["ran_on"]) for s in m["shapes"]] for m in first] == [
-        [("dynamic", "opened", "cpu")], [("dynamic", "opened", "cpu")], []
+        [("dynamic", "opened", "cpu")],
+        [("dynamic", "opened", "cpu")],
+        [],
     ]
     assert len(fake.calls) == 2
     assert main(["warmup", *models]) == 0

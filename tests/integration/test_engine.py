@@ -33,8 +33,16 @@ from ryzenai_core.options import GenerationOptions, resolve_search, validated_op
 
 GREEDY = dict(temperature=0)
 MSGS = [ChatMessage("system", "You are helpful."), ChatMessage("user", "What is the prompt limit of the NPU?")]
-TOOLS = [{"type": "function", "function": {"name": "multiply", "description": "multiply two integers",
-                                            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "multiply",
+            "description": "multiply two integers",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        },
+    }
+]
 
 
 @pytest.fixture(scope="module", params=["inline", "process"])
@@ -78,9 +86,19 @@ def test_only_a_chunk_of_text_and_ids_alone_travels_as_a_delta():
     for f in dataclasses.fields(Chunk):
         if f.name in ("text", "token_ids"):
             continue
-        value = {"reasoning": "r", "tool_calls": [ToolCall("f", {}, "c")], "finish_reason": "stop",
-                 "usage": Usage(1, 1), "timings": Timings(), "plan": object(), "dropped_messages": 1,
-                 "stop_sequence": "\n", "provider": "RyzenAI", "cut": ["answer"], "adapter": "sql"}.get(f.name)
+        value = {
+            "reasoning": "r",
+            "tool_calls": [ToolCall("f", {}, "c")],
+            "finish_reason": "stop",
+            "usage": Usage(1, 1),
+            "timings": Timings(),
+            "plan": object(),
+            "dropped_messages": 1,
+            "stop_sequence": "\n",
+            "provider": "RyzenAI",
+            "cut": ["answer"],
+            "adapter": "sql",
+        }.get(f.name)
         assert value is not None, f"Chunk.{f.name} is new: check it in worker.chunk_message, and give it a value here"
         chunk = Chunk("a", token_ids=[1], **{f.name: value})
         assert chunk_message(3, chunk) == Output(3, chunk), f.name
@@ -113,9 +131,16 @@ def test_guidance_eos_gives_stop(engine):
 
 
 def test_json_schema_output_always_parses(engine):
-    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
-                                               "days": {"type": "integer", "minimum": 0, "maximum": 9}},
-              "required": ["city", "days"], "additionalProperties": False, "x-guidance": {"whitespace_flexible": False}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "maxLength": 12},
+            "days": {"type": "integer", "minimum": 0, "maximum": 9},
+        },
+        "required": ["city", "days"],
+        "additionalProperties": False,
+        "x-guidance": {"whitespace_flexible": False},
+    }
     c = engine.generate(MSGS, opts(max_new_tokens=64, guidance={"type": "json_schema", "data": schema}))
     data = json.loads(c.text)
     assert set(data) == {"city", "days"} and 0 <= data["days"] <= 9
@@ -133,7 +158,9 @@ def test_bad_grammar_is_a_clear_error(engine):
 
 
 def test_qwen3_reasoning_is_split_out(engine):
-    c = engine.generate(MSGS, opts(max_new_tokens=40, guidance={"type": "regex", "data": "<think>\nstep one\n</think>\n\nfour"}))
+    c = engine.generate(
+        MSGS, opts(max_new_tokens=40, guidance={"type": "regex", "data": "<think>\nstep one\n</think>\n\nfour"})
+    )
     assert (c.reasoning, c.text, c.finish_reason) == ("step one", "four", "stop")
 
 
@@ -175,7 +202,10 @@ def test_prompt_over_the_limit_is_a_typed_error(copy_package):
     cfg["search"]["max_length"] = 128
     (folder / "genai_config.json").write_text(json.dumps(cfg))
     e = Engine.get(folder, execution="inline")
-    long = [ChatMessage("system", "Be brief."), *[ChatMessage("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12) for i in range(9)]]
+    long = [
+        ChatMessage("system", "Be brief."),
+        *[ChatMessage("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12) for i in range(9)],
+    ]
     with pytest.raises(ContextWindowExceededError) as info:
         e.generate(long, opts(max_new_tokens=4))
     assert info.value.limit == 127 and info.value.prompt_tokens > 128
@@ -199,13 +229,22 @@ def test_output_is_clamped_to_the_window_not_an_error(copy_package):
 
 def test_ryzenai_package_needs_the_ryzenai_runtime():
     e = Engine.get(REPLICAS / "Llama-3.2-1B_rai_1.8.0_npu_4K", execution="inline")
-    with pytest.raises(RuntimeNotAvailableError, match=r"needs onnxruntime-genai with AMD's Ryzen AI EP library.*provider='cpu'"):
+    with pytest.raises(
+        RuntimeNotAvailableError, match=r"needs onnxruntime-genai with AMD's Ryzen AI EP library.*provider='cpu'"
+    ):
         e.generate(MSGS, opts(max_new_tokens=3))
 
 
-@pytest.mark.parametrize("name", ["Llama-3.2-1B_rai_1.8.0_npu_4K", "Qwen3-4B_rai_1.8.0_npu_4K",
-                                  "Llama-3.2-1B_rai_1.8.0_hybrid", "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid",
-                                  "Gemma-3-4b_rai_1.8.0_npu_16K"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Llama-3.2-1B_rai_1.8.0_npu_4K",
+        "Qwen3-4B_rai_1.8.0_npu_4K",
+        "Llama-3.2-1B_rai_1.8.0_hybrid",
+        "SmolLM2-135M-Instruct-onnx-ryzenai-1.7-hybrid",
+        "Gemma-3-4b_rai_1.8.0_npu_16K",
+    ],
+)
 def test_replicas_run_on_the_cpu_provider(name):
     e = Engine.get(REPLICAS / name, provider="cpu", execution="inline")
     c = e.generate(MSGS, opts(max_new_tokens=5))
@@ -381,7 +420,7 @@ def test_dropped_turns_are_reported(copy_package):
     turns = [ChatMessage("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 12) for i in range(9)]
     c = e.generate(turns, opts(max_new_tokens=4, overflow="drop_oldest"))
     assert c.dropped_messages > 0
-    assert c.usage.prompt_tokens == e.count_tokens(turns[c.dropped_messages:])
+    assert c.usage.prompt_tokens == e.count_tokens(turns[c.dropped_messages :])
 
 
 def test_session_options_reach_the_runtime():

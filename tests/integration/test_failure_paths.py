@@ -55,7 +55,10 @@ MSGS = [ChatMessage("user", "Tell me about the NPU.")]
 LONG = LASTING_TOKENS  # of LASTING_MODEL: an answer that lasts seconds, stopped long before its end
 SHORT = 3
 # Output that cannot close within 5 tokens: the runtime stops, the engine raises GenerationError.
-UNFINISHED = {"type": "json_schema", "data": {"type": "object", "properties": {"text": {"type": "string", "minLength": 50}}, "required": ["text"]}}
+UNFINISHED = {
+    "type": "json_schema",
+    "data": {"type": "object", "properties": {"text": {"type": "string", "minLength": 50}}, "required": ["text"]},
+}
 SURFACES = [
     "Engine.astream",
     "Engine.agenerate",
@@ -126,7 +129,9 @@ async def run(
     if surface.startswith("ChatRyzenAI."):
         from langchain_ryzenai import ChatRyzenAI
 
-        llm = ChatRyzenAI(model=str(path), execution=execution, max_tokens=max_tokens, temperature=0, kv_reuse=False, timeout=timeout)
+        llm = ChatRyzenAI(
+            model=str(path), execution=execution, max_tokens=max_tokens, temperature=0, kv_reuse=False, timeout=timeout
+        )
         if surface == "ChatRyzenAI.ainvoke":
             return (await llm.ainvoke(MSGS[0].content, **extra)).usage_metadata["output_tokens"]
         total = None
@@ -137,7 +142,9 @@ async def run(
 
     from llamaindex_ryzenai import RyzenAILLM
 
-    llm = RyzenAILLM(model=str(path), execution=execution, max_new_tokens=max_tokens, temperature=0, kv_reuse=False, timeout=timeout)
+    llm = RyzenAILLM(
+        model=str(path), execution=execution, max_new_tokens=max_tokens, temperature=0, kv_reuse=False, timeout=timeout
+    )
     messages = [LIMessage(role="user", content=MSGS[0].content)]
     if surface == "RyzenAILLM.achat":
         return (await llm.achat(messages, **extra)).additional_kwargs["completion_tokens"]
@@ -323,7 +330,11 @@ def test_a_write_to_a_worker_that_is_gone_is_worker_died(own_copy):
     assert isinstance(backend, WorkerClient)
     # A live process that closed its end of the pipe: the write fails.
     gone = subprocess.Popen(
-        [sys.executable, "-c", "import os, sys, time; os.close(0); sys.stdout.write('x'); sys.stdout.flush(); time.sleep(30)"],
+        [
+            sys.executable,
+            "-c",
+            "import os, sys, time; os.close(0); sys.stdout.write('x'); sys.stdout.flush(); time.sleep(30)",
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
@@ -384,11 +395,15 @@ def test_a_worker_call_that_times_out_names_the_call_and_the_next_call_works(sha
     engine = Engine.get(shared_copy, execution="process")
     engine.load()
     # About a second of template work: the call's timeout runs out first.
-    slow = validated_options(chat_template="{% for i in range(30000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}")
+    slow = validated_options(
+        chat_template="{% for i in range(30000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+    )
     with pytest.raises(GenerationTimeoutError) as info:
         engine.backend.call("render", MSGS, slow, timeout=0.1)
     assert info.value.phase == "render" and "did not answer the call render() within 0.1 s (timeout)" in str(info.value)
-    assert engine.render(MSGS).endswith("Tell me about the NPU.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n")
+    assert engine.render(MSGS).endswith(
+        "Tell me about the NPU.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
     _idle(engine)
 
 
@@ -397,7 +412,9 @@ def test_a_worker_that_dies_during_a_call_is_worker_died(own_copy):
     engine.load()
     backend = engine.backend
     pid = backend.pid
-    slow = validated_options(chat_template="{% for i in range(100000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}")
+    slow = validated_options(
+        chat_template="{% for i in range(100000) %}{% for j in range(60) %}{% endfor %}{% endfor %}{{ messages[0].content }}"
+    )
     threading.Timer(0.3, os.kill, args=(pid, signal.SIGKILL)).start()
     with pytest.raises(WorkerDiedError, match=rf"pid {pid}\) exited with code -9 during the call"):
         engine.render(MSGS, slow)
@@ -553,5 +570,7 @@ def test_close_all_closes_every_engine_and_each_starts_again(copy_package, tmp_p
 def test_a_worker_started_with_a_bad_first_frame_exits(tmp_path):
     """The worker serves only after an init frame; anything else (or nothing) ends it."""
     for data in (b"", _frames(Call(1, "load", ()))):
-        done = subprocess.run([sys.executable, "-m", "ryzenai_core.engine.worker"], input=data, capture_output=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "ryzenai_core.engine.worker"], input=data, capture_output=True, timeout=60
+        )
         assert done.returncode == 0 and done.stdout == b""

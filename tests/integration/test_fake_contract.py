@@ -54,9 +54,19 @@ SCRIPTS = [
     pytest.param(QWEN, "The bucket is 128 tokens.", {"max_new_tokens": 40}, id="text"),
     pytest.param(QWEN, "<think>\nstep one\n</think>\n\nfour", {"max_new_tokens": 40}, id="reasoning"),
     pytest.param(QWEN, "Hello there END and more", {"max_new_tokens": 40, "stop": ["END"]}, id="stop-string"),
-    pytest.param(QWEN, "<think>\nuse the tool\n</think>\n\n" + QWEN_CALL, {"max_new_tokens": 80, "tools": [ADD]}, id="qwen3-tool-call"),
+    pytest.param(
+        QWEN,
+        "<think>\nuse the tool\n</think>\n\n" + QWEN_CALL,
+        {"max_new_tokens": 80, "tools": [ADD]},
+        id="qwen3-tool-call",
+    ),
     pytest.param(LLAMA, LLAMA_CALL, {"max_new_tokens": 60, "tools": [ADD]}, id="llama-tool-call"),
-    pytest.param(LLAMA, "Plain words from Llama.", {"max_new_tokens": 40, "template_vars": {"date_string": "1 Jan 2026"}}, id="llama-text"),
+    pytest.param(
+        LLAMA,
+        "Plain words from Llama.",
+        {"max_new_tokens": 40, "template_vars": {"date_string": "1 Jan 2026"}},
+        id="llama-text",
+    ),
 ]
 MESSAGES = [ChatMessage("system", "Answer briefly."), ChatMessage("user", "What is 2 plus 3?")]
 
@@ -130,7 +140,9 @@ def test_an_answer_cut_by_the_limit_is_length_with_the_limits_tokens_in_both(fak
     for chunks in (real, faked):
         assert chunks[-1].finish_reason == "length" and chunks[-1].usage.completion_tokens == 6
     assert shapes(faked)[1] == shapes(real)[1]
-    assert {k: v for k, v in parts(faked).items() if k != "text"} == {k: v for k, v in parts(real).items() if k != "text"}
+    assert {k: v for k, v in parts(faked).items() if k != "text"} == {
+        k: v for k, v in parts(real).items() if k != "text"
+    }
 
 
 def test_dropped_turns_are_dropped_alike(fake):
@@ -151,14 +163,25 @@ def test_dropped_turns_are_dropped_alike(fake):
     ("messages", "options", "error"),
     [
         pytest.param(
-            [ChatMessage("user", "word " * 5000)], {"max_new_tokens": 4}, ContextWindowExceededError, id="over-the-limit"
+            [ChatMessage("user", "word " * 5000)],
+            {"max_new_tokens": 4},
+            ContextWindowExceededError,
+            id="over-the-limit",
         ),
         pytest.param(
             MESSAGES, {"chat_template": "{{ raise_exception('boom') }}"}, ChatTemplateError, id="template-raises"
         ),
         pytest.param(
             MESSAGES,
-            {"max_new_tokens": 4, "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}}},
+            {
+                "max_new_tokens": 4,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {
+                        "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+                    },
+                },
+            },
             InvalidRequestError,
             id="schema-over-the-budget",
         ),
@@ -182,7 +205,11 @@ def test_the_fakes_token_counts_and_prompts_are_the_models(fake):
     expected = (real.count_tokens(MESSAGES, options), real.render(MESSAGES, options), real.encode("héllo \x00 wörld"))
     with fake():
         engine = Engine.get(QWEN, execution="inline")
-        assert (engine.count_tokens(MESSAGES, options), engine.render(MESSAGES, options), engine.encode("héllo \x00 wörld")) == expected
+        assert (
+            engine.count_tokens(MESSAGES, options),
+            engine.render(MESSAGES, options),
+            engine.encode("héllo \x00 wörld"),
+        ) == expected
         assert engine.decode(expected[2]) == real.decode(expected[2])
 
 
@@ -193,10 +220,16 @@ def test_both_faces_make_the_same_messages_of_the_fakes_chunks(model, writes, op
     call = {k: v for k, v in options.items() if k not in ("max_new_tokens", "template_vars")}
     lc = ChatRyzenAI(model=model, max_tokens=options["max_new_tokens"], execution="inline", **lc_kwargs)
     li = RyzenAILLM(
-        model=model, max_new_tokens=options["max_new_tokens"], execution="inline", template_vars=options.get("template_vars", {})
+        model=model,
+        max_new_tokens=options["max_new_tokens"],
+        execution="inline",
+        template_vars=options.get("template_vars", {}),
     )
     lc_messages = [SystemMessage("Answer briefly."), HumanMessage("What is 2 plus 3?")]
-    li_messages = [LIMessage(role="system", content="Answer briefly."), LIMessage(role="user", content="What is 2 plus 3?")]
+    li_messages = [
+        LIMessage(role="system", content="Answer briefly."),
+        LIMessage(role="user", content="What is 2 plus 3?"),
+    ]
     guided = {**call, "guidance": {"type": "regex", "data": literal(writes)}}
 
     def answers() -> tuple[AIMessage, Any]:
@@ -211,11 +244,21 @@ def test_both_faces_make_the_same_messages_of_the_fakes_chunks(model, writes, op
         meta = {k: v for k, v in msg.response_metadata.items() if k != "timings"}
         meta["timings"] = sorted(msg.response_metadata["timings"])
         usage = {**msg.usage_metadata, "output_tokens": None, "total_tokens": None}
-        return {"content": msg.content, "extra": msg.additional_kwargs, "calls": msg.tool_calls, "meta": meta, "usage": usage}
+        return {
+            "content": msg.content,
+            "extra": msg.additional_kwargs,
+            "calls": msg.tool_calls,
+            "meta": meta,
+            "usage": usage,
+        }
 
     def llamaindex(response: Any) -> dict[str, Any]:
         raw = {k: v for k, v in response.raw.items() if k not in ("timings", "usage")}
-        extra = {k: v for k, v in response.additional_kwargs.items() if k not in ("timings", "completion_tokens", "total_tokens")}
+        extra = {
+            k: v
+            for k, v in response.additional_kwargs.items()
+            if k not in ("timings", "completion_tokens", "total_tokens")
+        }
         blocks = [type(b).__name__ for b in response.message.blocks]
         return {"content": response.message.content, "blocks": blocks, "raw": raw, "extra": extra}
 

@@ -53,7 +53,10 @@ def test_a_stop_after_tool_calls_is_tool_calls() -> None:
     parser = OutputParser()
     stop = StopChecker(CallControl(), FakeGenerator(), frozenset({7}), PLAN, parser)  # type: ignore[arg-type]
     parser.tool_calls.append(object())  # type: ignore[arg-type]
-    assert stop.finish_reason(FinishReason.STOP) == FinishReason.TOOL_CALLS and stop.finish_reason(FinishReason.LENGTH) == FinishReason.LENGTH
+    assert (
+        stop.finish_reason(FinishReason.STOP) == FinishReason.TOOL_CALLS
+        and stop.finish_reason(FinishReason.LENGTH) == FinishReason.LENGTH
+    )
 
 
 def test_the_stop_checker_times_out_with_the_tokens_generated() -> None:

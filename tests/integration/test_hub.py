@@ -232,7 +232,9 @@ def test_a_bare_amd_name_not_in_the_cache_names_its_repository_and_the_pull(hf_c
         resolve_model("Qwen3-4B_rai_1.8.0_npu_4K")
     text = str(err.value)
     assert "AMD's repository amd/Qwen3-4B_rai_1.8.0_npu_4K is not in the Hugging Face cache" in text
-    assert "`ryzenai-llm pull amd/Qwen3-4B_rai_1.8.0_npu_4K`" in text and "model='amd/Qwen3-4B_rai_1.8.0_npu_4K'" in text
+    assert (
+        "`ryzenai-llm pull amd/Qwen3-4B_rai_1.8.0_npu_4K`" in text and "model='amd/Qwen3-4B_rai_1.8.0_npu_4K'" in text
+    )
     with pytest.raises(ModelNotFoundError, match="neither a folder nor a Hugging Face repository id"):
         resolve_model("Qwen3-4B-npu-4K")  # not an AMD package name: no guess
 
@@ -261,5 +263,7 @@ def test_the_readme_names_amd_packages_by_ids_that_resolve():
 
     named = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
-        named += re.findall(r"""(?:model=|Engine\.get\()["']([^"']*_rai_[^"']*)["']""", page.read_text(encoding="utf-8"))
+        named += re.findall(
+            r"""(?:model=|Engine\.get\()["']([^"']*_rai_[^"']*)["']""", page.read_text(encoding="utf-8")
+        )
     assert named and all(n.startswith("amd/") or n.startswith("C:/") for n in named), named

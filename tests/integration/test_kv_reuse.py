@@ -194,7 +194,14 @@ def test_feed_runs_end_at_multiples_of_align_and_the_last_holds_two_tokens():
         def append_tokens(self, ids: list[int]) -> None:
             self.runs.append(len(ids))
 
-    for n, start, run in [(10_000, 0, 4096), (8193, 0, 4096), (4097, 0, 4096), (9000, 128, 4096), (300, 0, 100), (50, 0, 7)]:
+    for n, start, run in [
+        (10_000, 0, 4096),
+        (8193, 0, 4096),
+        (4097, 0, 4096),
+        (9000, 128, 4096),
+        (300, 0, 100),
+        (50, 0, 7),
+    ]:
         rec = Recorder()
         feed(rec, list(range(n)), start, run)
         assert sum(rec.runs) == n - start and max(rec.runs) <= run and rec.runs[-1] >= 2
@@ -236,7 +243,10 @@ def pairs(family: Path, seed: int) -> list[Pair]:
     """
     rng = random.Random(seed)
     system = ChatMessage("system", words(rng, rng.randrange(60, 200)))
-    q1, q2 = ChatMessage("user", words(rng, rng.randrange(3, 30))), ChatMessage("user", words(rng, rng.randrange(3, 30)))
+    q1, q2 = (
+        ChatMessage("user", words(rng, rng.randrange(3, 30))),
+        ChatMessage("user", words(rng, rng.randrange(3, 30))),
+    )
     out = [
         Pair("another question", [system, q1], [system, q2], must_reuse=True),
         Pair("continued", [system, q1], [system, q1, ChatMessage("assistant", words(rng, 12)), q2], must_reuse=True),
@@ -252,14 +262,19 @@ def pairs(family: Path, seed: int) -> list[Pair]:
     out.append(Pair("new part of 65", RawPrompt(token_ids=ids[:100] + ids[700:720]), RawPrompt(token_ids=ids[:165])))
     # Shared prefixes that end at a multiple of 64 and one token before it (the first prompt
     # goes on with other tokens): the kept prefix is exactly, or one token short of, all of it.
-    out.append(Pair("prefix of 256", RawPrompt(token_ids=ids[:256] + ids[600:640]), RawPrompt(token_ids=ids[:300]), True))
-    out.append(Pair("prefix of 255", RawPrompt(token_ids=ids[:255] + ids[600:640]), RawPrompt(token_ids=ids[:300]), True))
+    out.append(
+        Pair("prefix of 256", RawPrompt(token_ids=ids[:256] + ids[600:640]), RawPrompt(token_ids=ids[:300]), True)
+    )
+    out.append(
+        Pair("prefix of 255", RawPrompt(token_ids=ids[:255] + ids[600:640]), RawPrompt(token_ids=ids[:300]), True)
+    )
     if family != TINY_LLAMA or seed % 2 == 0:  # the llama context is 4K: one long pair in two seeds
         long_system = ChatMessage("system", words(rng, rng.randrange(1800, 2200)))
         out.append(Pair("beyond 2K", [long_system, q1], [long_system, q1, ChatMessage("assistant", "ok"), q2], True))
     if family == VISION:
         picture = ChatMessage(
-            "user", [{"type": "image", "image": png(rng.choice(["red", "blue"]))}, {"type": "text", "text": words(rng, 70)}]
+            "user",
+            [{"type": "image", "image": png(rng.choice(["red", "blue"]))}, {"type": "text", "text": words(rng, 70)}],
         )
         out.append(Pair("image earlier", [picture], [picture, ChatMessage("assistant", "a colour"), q2], True))
     return out

@@ -391,7 +391,9 @@ def test_pure_helpers():
     with pytest.raises(InvalidRequestError, match="too small for JSON mode"):
         json_object_guidance(8)
     mode = json_object_guidance(16)  # JSON mode: a flat object's schema, closed within the budget while decoding
-    assert mode.type == "json_schema" and mode.shape is not None and json.loads(mode.data)["additionalProperties"] is False
+    assert (
+        mode.type == "json_schema" and mode.shape is not None and json.loads(mode.data)["additionalProperties"] is False
+    )
 
 
 # ---------------------------------------------------------------------- sync/async parity

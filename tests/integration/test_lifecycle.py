@@ -93,7 +93,11 @@ def test_an_unknown_provider_is_the_same_error_for_every_kind_of_model():
             cls(folder, provider="vitis")
 
 
-@pytest.mark.parametrize(("cls", "folder"), FACES, ids=lambda v: getattr(v, "__module__", "").split(".")[0] + "." + getattr(v, "__name__", ""))
+@pytest.mark.parametrize(
+    ("cls", "folder"),
+    FACES,
+    ids=lambda v: getattr(v, "__module__", "").split(".")[0] + "." + getattr(v, "__name__", ""),
+)
 def test_every_face_takes_the_same_provider_names_and_refuses_the_same_way(cls, folder):
     with pytest.raises(ValueError, match=UNKNOWN):
         cls(model=str(folder), provider="vitis")

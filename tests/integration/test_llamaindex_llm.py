@@ -42,6 +42,7 @@ class Recorder(BaseEventHandler):
 
 pytestmark = pytest.mark.usefixtures("llamaindex_event_loop")
 
+
 @pytest.fixture(autouse=True)
 def _fresh_settings(monkeypatch):
     """Every test starts with LlamaIndex's default tokenizer."""

@@ -108,6 +108,7 @@ DOCS = documents()
 
 pytestmark = pytest.mark.usefixtures("llamaindex_event_loop")
 
+
 @pytest.fixture(autouse=True)
 def _fresh_settings(monkeypatch):
     """Each test starts with LlamaIndex's default tokenizer (tiktoken, bundled with llama-index-core)."""
@@ -146,7 +147,11 @@ def small(tmp_path_factory):
 @pytest.fixture(scope="module")
 def qwen_npu():
     return RyzenAILLM(
-        model=str(QWEN_NPU), provider="cpu", max_new_tokens=1, temperature=0, execution="process",
+        model=str(QWEN_NPU),
+        provider="cpu",
+        max_new_tokens=1,
+        temperature=0,
+        execution="process",
         use_package_tokenizer=False,
     )
 

@@ -87,7 +87,9 @@ def test_an_llm_an_embedder_and_a_reranker_side_by_side_from_threads_and_asyncio
             jobs = [one(kind, q) for q in QUESTIONS for kind in ("llm", "embed", "rerank")]
             await asyncio.gather(*jobs)
 
-        threads = [threading.Thread(target=worker, args=(kind, 6)) for kind in ("llm", "embed", "rerank", "rerank", "embed")]
+        threads = [
+            threading.Thread(target=worker, args=(kind, 6)) for kind in ("llm", "embed", "rerank", "rerank", "embed")
+        ]
         for t in threads:
             t.start()
         asyncio.run(from_asyncio())
@@ -140,7 +142,9 @@ def test_cpu_runs_keep_an_engine_per_thread_count(copy_package, tmp_path):
     plain package, keep one engine per thread count."""
     folder = copy_package(NPU_4K)
     try:
-        assert Engine.get(folder, provider="cpu", num_threads=1) is not Engine.get(folder, provider="cpu", num_threads=2)
+        assert Engine.get(folder, provider="cpu", num_threads=1) is not Engine.get(
+            folder, provider="cpu", num_threads=2
+        )
         plain = copy_package(TINY_QWEN3)
         assert Engine.get(plain, num_threads=1) is not Engine.get(plain, num_threads=2)
         assert Engine.get(plain, num_threads=1) is Engine.get(plain, num_threads=1)
@@ -154,7 +158,9 @@ def test_an_npu_engine_forgotten_by_every_slot_is_not_shared_again(copy_package,
     try:
         two = Engine.get(folder, num_threads=2, execution="inline")
         assert Engine.get(folder, num_threads=4, execution="inline") is two
-        Engine.registry.forget(lambda slot: slot.key.num_threads == 2 and Path(slot.key.path) == folder.resolve(), Engine)
+        Engine.registry.forget(
+            lambda slot: slot.key.num_threads == 2 and Path(slot.key.path) == folder.resolve(), Engine
+        )
         assert Engine.get(folder, num_threads=8, execution="inline") is two  # the num_threads=4 slot holds it
         Engine.registry.forget(lambda slot: Path(slot.key.path) == folder.resolve(), Engine)
         assert Engine.get(folder, num_threads=2, execution="inline") is not two

@@ -38,7 +38,9 @@ def add(a: int, b: int) -> int:
 TWO_CALLS = {
     str(TINY_QWEN3): '<tool_call>\n{"name": "multiply", "arguments": {"a": 6, "b": 7}}\n</tool_call>\n'
     '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>',
-    str(TINY_LLAMA): '{"name": "multiply", "parameters": {"a": 6, "b": 7}}; {"name": "add", "parameters": {"a": 1, "b": 2}}',
+    str(
+        TINY_LLAMA
+    ): '{"name": "multiply", "parameters": {"a": 6, "b": 7}}; {"name": "add", "parameters": {"a": 1, "b": 2}}',
 }
 ONE_CALL_TEMPLATE = r"parallel_tool_calls=True asks for several tool calls in one answer, and the llama3 chat template"
 

@@ -38,7 +38,6 @@ qa_synth = pytest.importorskip("qa_synth")
 eval_qa_model = pytest.importorskip("eval_qa_model")
 
 
-
 def _trained_enough() -> tuple[bool, str]:
     """The answer tests only make sense on weights that answer: eval.json's 2-document cell."""
     import json
@@ -51,7 +50,10 @@ def _trained_enough() -> tuple[bool, str]:
     except (OSError, KeyError, StopIteration, ValueError):
         return False, "tiny-qa-llama has no eval.json (run scripts/eval_qa_model.py)"
     if acc < 0.7:
-        return False, f"tiny-qa-llama measured {acc:.0%} with 2 documents (< 70%): retrain it longer before these tests mean anything"
+        return (
+            False,
+            f"tiny-qa-llama measured {acc:.0%} with 2 documents (< 70%): retrain it longer before these tests mean anything",
+        )
     return True, ""
 
 

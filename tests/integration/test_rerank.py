@@ -76,7 +76,11 @@ def test_a_bert_cross_encoder_folder_is_read_as_hugging_face_ships_it():
 
 def test_an_xlm_roberta_reranker_has_no_token_type_ids_and_its_positions_start_after_padding(copy_package):
     pkg = RerankPackage.open(XLMR)
-    assert (pkg.architecture, pkg.inputs, pkg.max_length) == ("XLMRobertaForSequenceClassification", ("input_ids", "attention_mask"), 512)
+    assert (pkg.architecture, pkg.inputs, pkg.max_length) == (
+        "XLMRobertaForSequenceClassification",
+        ("input_ids", "attention_mask"),
+        512,
+    )
     assert pkg.activation_source.startswith("default: sigmoid")
     folder = copy_package(XLMR)
     config = json.loads((folder / "tokenizer_config.json").read_text())
@@ -175,7 +179,9 @@ def test_filler_rows_of_a_static_batch_do_not_change_scores(copy_package, tmp_pa
     make_dim_param_fixed(model.graph, "batch_size", 2)  # a graph that runs two pairs at a time
     onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
     result = RerankEngine(folder, cache_dir=tmp_path).rerank(QUERY, DOCS)  # static: its batch is
-    assert {rows for rows, _ in result.shapes} == {2} and sum(result.tokens) + result.padding == sum(r * n for r, n in result.shapes)
+    assert {rows for rows, _ in result.shapes} == {2} and sum(result.tokens) + result.padding == sum(
+        r * n for r, n in result.shapes
+    )
     np.testing.assert_allclose(result.scores, RerankEngine(BERT).rerank(QUERY, DOCS).scores, atol=1e-5)
 
 
@@ -197,7 +203,9 @@ def test_identity_activation_gives_the_logits(copy_package):
     assert RerankPackage.open(folder, activation="sigmoid").activation_source == "given"
     config["sentence_transformers"]["activation_fn"] = "torch.nn.modules.activation.Tanh"
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(UnsupportedModelError, match=r"activation_fn is 'torch.nn.modules.activation.Tanh'.*activation='sigmoid'"):
+    with pytest.raises(
+        UnsupportedModelError, match=r"activation_fn is 'torch.nn.modules.activation.Tanh'.*activation='sigmoid'"
+    ):
         RerankPackage.open(folder)
 
 
@@ -224,12 +232,18 @@ def test_a_passage_over_the_maximum_is_cut_never_the_query_and_reported(folder, 
     engine.rerank(query, ["x"])
     short = fed[-1][0][0].tolist()[:-2]  # the special tokens and the query, before the passage "x" and the end
     assert ids[: len(short)] == short
-    with pytest.raises(InvalidRequestError, match=rf"document 1 makes a pair of \d+ tokens with the query, over {folder.name}'s maximum of 512 .*Split the"):
+    with pytest.raises(
+        InvalidRequestError,
+        match=rf"document 1 makes a pair of \d+ tokens with the query, over {folder.name}'s maximum of 512 .*Split the",
+    ):
         engine.rerank(query, ["short passage", long], on_overflow="error")
 
 
 def test_a_query_that_leaves_no_room_for_a_passage_is_refused():
-    with pytest.raises(InvalidRequestError, match=r"the query is \d+ tokens; .* no room for a passage .*maximum of 512.*Shorten the query"):
+    with pytest.raises(
+        InvalidRequestError,
+        match=r"the query is \d+ tokens; .* no room for a passage .*maximum of 512.*Shorten the query",
+    ):
         RerankEngine(BERT).rerank("the vantor lab " * 200, DOCS)
 
 
@@ -274,7 +288,10 @@ def test_bad_options_are_typed_errors():
 
 
 def test_a_model_with_two_labels_is_refused_with_why():
-    with pytest.raises(UnsupportedModelError, match=r"tiny-bert-2-labels has 2 labels \(the graph's logits \['batch_size', 2\]\): it is a classifier, not a relevance model.*cross-encoder/ms-marco-MiniLM-L6-v2"):
+    with pytest.raises(
+        UnsupportedModelError,
+        match=r"tiny-bert-2-labels has 2 labels \(the graph's logits \['batch_size', 2\]\): it is a classifier, not a relevance model.*cross-encoder/ms-marco-MiniLM-L6-v2",
+    ):
         RerankPackage.open(TWO_LABELS)
 
 
@@ -283,14 +300,18 @@ def test_two_labels_in_the_config_are_refused_when_the_graph_does_not_say(copy_p
     model = onnx.load(str(folder / "onnx" / "model.onnx"))
     model.graph.output[0].type.tensor_type.shape.dim[1].dim_param = "labels"
     onnx.save_model(model, str(folder / "onnx" / "model.onnx"))
-    with pytest.raises(UnsupportedModelError, match=r"has 2 labels \(config.json id2label \{'0': 'not_duplicate', '1': 'duplicate'\}\)"):
+    with pytest.raises(
+        UnsupportedModelError, match=r"has 2 labels \(config.json id2label \{'0': 'not_duplicate', '1': 'duplicate'\}\)"
+    ):
         RerankPackage.open(folder)
 
 
 def test_a_folder_without_a_tokenizer(copy_package):
     folder = copy_package(BERT)
     (folder / "tokenizer.json").unlink()
-    with pytest.raises(MissingTokenizerError, match=r"no tokenizer.json in .*: the reranker engine reads .*save_pretrained"):
+    with pytest.raises(
+        MissingTokenizerError, match=r"no tokenizer.json in .*: the reranker engine reads .*save_pretrained"
+    ):
         RerankPackage.open(folder)
 
 
@@ -304,13 +325,18 @@ def test_lfs_pointers_and_missing_folders(copy_package, tmp_path):
     with pytest.raises(LfsPointerError, match=r"onnx/model.onnx is a Git LFS pointer.*git lfs pull"):
         RerankPackage.open(folder)
     shutil.rmtree(folder / "onnx")
-    with pytest.raises(ModelNotFoundError, match="no ONNX model in .*--task text-classification --model cross-encoder/ms-marco-MiniLM-L6-v2"):
+    with pytest.raises(
+        ModelNotFoundError,
+        match="no ONNX model in .*--task text-classification --model cross-encoder/ms-marco-MiniLM-L6-v2",
+    ):
         RerankPackage.open(folder)
 
 
 def test_an_embedding_model_given_as_a_reranker_says_where_it_goes(copy_package):
     folder = copy_package(FIXTURES / "embeddings" / "tiny-bert-st")
-    with pytest.raises(UnsupportedModelError, match=r"tiny-bert-st is a BertModel .*not a cross-encoder.*RyzenAIEmbeddings"):
+    with pytest.raises(
+        UnsupportedModelError, match=r"tiny-bert-st is a BertModel .*not a cross-encoder.*RyzenAIEmbeddings"
+    ):
         RerankPackage.open(folder)
     config = json.loads((folder / "config.json").read_text())
     del config["architectures"]
@@ -340,5 +366,13 @@ def test_info_describes_a_reranker_folder(capsys):
     assert "inputs input_ids, attention_mask; output logits" in out and "max length     512 tokens a pair" in out
     assert main(["info", str(BERT_STATIC), "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
-    assert (facts["kind"], facts["static_shape"], facts["run_shapes"], facts["activation"]) == ("reranker", [1, 512], "static", "sigmoid")
-    assert facts["architecture"] == "BertForSequenceClassification" and facts["pair_template"] == "[CLS] query [SEP] passage [SEP]"
+    assert (facts["kind"], facts["static_shape"], facts["run_shapes"], facts["activation"]) == (
+        "reranker",
+        [1, 512],
+        "static",
+        "sigmoid",
+    )
+    assert (
+        facts["architecture"] == "BertForSequenceClassification"
+        and facts["pair_template"] == "[CLS] query [SEP] passage [SEP]"
+    )

@@ -28,7 +28,9 @@ TEXTS = [
     "The Halvek Observatory was founded in 1964.",
     "The Nimbrel Institute employs 340 people.",
 ]
-DOCS = [Document(page_content=t, metadata={"source": f"doc-{i}.txt", "page": i}, id=f"d{i}") for i, t in enumerate(TEXTS)]
+DOCS = [
+    Document(page_content=t, metadata={"source": f"doc-{i}.txt", "page": i}, id=f"d{i}") for i, t in enumerate(TEXTS)
+]
 
 
 def _expected(folder, texts, top_n):
@@ -81,13 +83,18 @@ def test_no_documents_give_no_documents_and_bad_input_is_a_typed_error():
     assert reranker.compress_documents([], QUERY) == []
     with pytest.raises(InvalidRequestError, match="lone surrogate"):
         reranker.compress_documents([Document(page_content="bad \ud800")], QUERY)
-    with pytest.raises(InvalidRequestError, match="document 0 makes a pair of .* over tiny-bert-cross-encoder's maximum of 512"):
+    with pytest.raises(
+        InvalidRequestError, match="document 0 makes a pair of .* over tiny-bert-cross-encoder's maximum of 512"
+    ):
         reranker.compress_documents([Document(page_content="vantor lab " * 300)], QUERY)
     assert len(reranker.compress_documents(DOCS, QUERY)) == 3  # the default top_n, after the errors
 
 
 def test_unknown_parameters_get_the_closest_name():
-    with pytest.raises(InvalidRequestError, match=r"RyzenAIRerank got an unknown parameter 'topn'; did you mean 'top_n'\? RyzenAIRerank takes .*top_n"):
+    with pytest.raises(
+        InvalidRequestError,
+        match=r"RyzenAIRerank got an unknown parameter 'topn'; did you mean 'top_n'\? RyzenAIRerank takes .*top_n",
+    ):
         RyzenAIRerank(model=str(BERT), topn=2)
     with pytest.raises(ValueError, match="top_n"):
         RyzenAIRerank(model=str(BERT), top_n=0)
@@ -122,7 +129,9 @@ def test_a_hugging_face_repo_id_resolves_from_the_cache(tmp_path, monkeypatch):
     reranker = RyzenAIRerank(model="cross-encoder/tiny-ms-marco")
     assert reranker.engine.package.path == resolve_model("cross-encoder/tiny-ms-marco").resolve()
     assert reranker.engine.package.name == "tiny-ms-marco"  # named by its repository
-    assert [d.page_content for d in reranker.compress_documents(DOCS, QUERY)] == [t for t, _ in _expected(BERT, TEXTS, 3)]
+    assert [d.page_content for d in reranker.compress_documents(DOCS, QUERY)] == [
+        t for t, _ in _expected(BERT, TEXTS, 3)
+    ]
 
 
 def test_copies_share_the_engine_and_pickles_rank_the_same():

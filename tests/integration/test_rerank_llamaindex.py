@@ -27,7 +27,9 @@ QUERY = "Who is the director of the Vantor Lab?"
 
 
 def _nodes(texts):
-    return [NodeWithScore(node=TextNode(text=t, id_=f"doc-{i}", metadata={"n": i}), score=0.5) for i, t in enumerate(texts)]
+    return [
+        NodeWithScore(node=TextNode(text=t, id_=f"doc-{i}", metadata={"n": i}), score=0.5) for i, t in enumerate(texts)
+    ]
 
 
 TEXTS, _ = load_documents(DEMO_DOCS)
@@ -101,7 +103,10 @@ def test_no_nodes_no_query_and_bad_input():
 
 
 def test_unknown_fields_get_the_closest_names():
-    with pytest.raises(ValueError, match=r"RyzenAIRerank got unknown field\(s\) 'topn' \(did you mean 'top_n'\?\); accepted fields: .*top_n"):
+    with pytest.raises(
+        ValueError,
+        match=r"RyzenAIRerank got unknown field\(s\) 'topn' \(did you mean 'top_n'\?\); accepted fields: .*top_n",
+    ):
         RyzenAIRerank(model=str(BERT), topn=2)
     with pytest.raises(ValueError, match="max_tokens"):  # the LLM's alias is not the reranker's
         RyzenAIRerank(model=str(BERT), max_tokens=2)

@@ -116,7 +116,9 @@ def test_a_worker_that_dies_during_a_call_fails_that_call_and_the_next_starts_a_
 
 @pytest.mark.slow
 def test_idle_workers_are_closed_after_idle_timeout_and_reopened_on_use(tmp_path):
-    engine = RerankEngine(BERT, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, idle_timeout=0.5)
+    engine = RerankEngine(
+        BERT, execution="process", shapes="static", buckets=BUCKETS, cache_dir=tmp_path, idle_timeout=0.5
+    )
     try:
         want = engine.rerank(QUERY, DOCS).scores
         pids = engine.worker_pids()  # those not idle for 0.5 s yet (starting a worker can take longer here)
@@ -136,7 +138,9 @@ def test_the_default_idle_timeout_keeps_sessions_between_calls(tmp_path):
         pids = engine.worker_pids()
         time.sleep(0.5)
         assert engine.worker_pids() == pids and engine.idle_timeout == 300.0
-        assert engine.sessions.idle_timer is not None and engine.sessions.idle_timer.daemon  # never keeps the program from exiting
+        assert (
+            engine.sessions.idle_timer is not None and engine.sessions.idle_timer.daemon
+        )  # never keeps the program from exiting
     finally:
         engine.close()
     assert engine.sessions.idle_timer is None
@@ -168,8 +172,15 @@ def test_max_shapes_keeps_the_most_recently_used_sessions(tmp_path):
 
 
 def test_a_session_in_use_is_not_closed_by_the_idle_timer_or_the_cap(tmp_path):
-    engine = RerankEngine(BERT, execution="process", shapes="static", buckets=[16, 128], cache_dir=tmp_path,
-                          idle_timeout=0.2, max_shapes=1)
+    engine = RerankEngine(
+        BERT,
+        execution="process",
+        shapes="static",
+        buckets=[16, 128],
+        cache_dir=tmp_path,
+        idle_timeout=0.2,
+        max_shapes=1,
+    )
     want = engine.rerank(QUERY, DOCS[2:]).scores
     (pid,) = engine.worker_pids()
     try:

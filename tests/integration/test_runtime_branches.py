@@ -212,9 +212,7 @@ def test_the_installed_runtime_decides_the_release_before_the_folder_name(instal
     assert ModelPackage.open(QWEN25_CUSTOM_OPS).built_for is None
     assert main(["info", str(LLAMA_NPU)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Ryzen AI release"))
-    assert row.endswith(
-        "1.6 (from installed runtime onnxruntime-genai-ryzenai 0.9.2); the package was built for 1.8.0"
-    )
+    assert row.endswith("1.6 (from installed runtime onnxruntime-genai-ryzenai 0.9.2); the package was built for 1.8.0")
 
 
 @pytest.mark.parametrize(
@@ -283,7 +281,10 @@ def test_a_public_build_with_an_ep_library_runs_the_package_on_the_ryzenai_provi
 @pytest.mark.parametrize(
     ("kind", "expected"),
     [
-        ("other_release", "loads but has no CreateEpFactories entry point: it is an EP library of another Ryzen AI release"),
+        (
+            "other_release",
+            "loads but has no CreateEpFactories entry point: it is an EP library of another Ryzen AI release",
+        ),
         ("missing_dependency", "is found but does not load: libryzenai_standin_dep.so: cannot open shared object file"),
         ("not_a_library", "is found but does not load: "),
     ],
@@ -304,8 +305,13 @@ def test_the_runtime_text_for_an_ep_library_of_another_release_has_its_own_expla
         "Failed to register RyzenAI execution provider library: Failed to get symbol CreateEpFactories with error: "
         f"{stand_in_eps['other_release']}: undefined symbol: CreateEpFactories"
     )
-    cause = ep_module.explain_ryzenai_failure(text, find_ryzenai_ep(environ={ENV_EP_PATH: str(stand_in_eps["other_release"])}))
-    assert cause is not None and "no CreateEpFactories entry point: it is an EP library of another Ryzen AI release" in cause
+    cause = ep_module.explain_ryzenai_failure(
+        text, find_ryzenai_ep(environ={ENV_EP_PATH: str(stand_in_eps["other_release"])})
+    )
+    assert (
+        cause is not None
+        and "no CreateEpFactories entry point: it is an EP library of another Ryzen AI release" in cause
+    )
 
 
 def test_a_library_in_the_linux_installers_folder_is_passed_to_the_worker(tmp_path, stand_in_eps):
@@ -316,7 +322,9 @@ def test_a_library_in_the_linux_installers_folder_is_passed_to_the_worker(tmp_pa
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     environ = {"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/other"}
-    ep = find_ryzenai_ep(windows=False, environ=environ, cwd=cwd, prefix=tmp_path / "venv", genai_dir=None, ort_dir=None)
+    ep = find_ryzenai_ep(
+        windows=False, environ=environ, cwd=cwd, prefix=tmp_path / "venv", genai_dir=None, ort_dir=None
+    )
     assert ep.found and not ep.runtime_finds and ep.elsewhere == lib / EP_LINUX
     assert ep.source == "in this environment's deployment/lib"
     assert f"ryzenai-llm passes {ENV_EP_PATH}={lib / EP_LINUX} to its workers" in ep.describe()
@@ -402,7 +410,9 @@ def test_other_load_failures_stay_package_errors(installed, copy_package):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"), CPU_OGA)
     folder = copy_package(TINY_LLAMA)
     (folder / "model.onnx").write_bytes(b"not an onnx graph")
-    with pytest.raises(ModelPackageError, match=r"onnxruntime-genai \(onnxruntime-genai-ryzenai 0.14.0, AMD's Ryzen AI"):
+    with pytest.raises(
+        ModelPackageError, match=r"onnxruntime-genai \(onnxruntime-genai-ryzenai 0.14.0, AMD's Ryzen AI"
+    ):
         _load(folder, "cpu")
 
 
@@ -467,7 +477,9 @@ def test_windows_looks_next_to_genai_onnxruntime_the_executable_then_the_working
         (places[name] / EP_WINDOWS).write_bytes(b"MZ")
     ep = _search(places, windows=True)
     assert (ep.path, ep.source, ep.problem) == (places[first] / EP_WINDOWS, source, None)
-    assert [p for _, p in ep.searched][: order.index(first) + 1] == [places[n] / EP_WINDOWS for n in order[: order.index(first) + 1]]
+    assert [p for _, p in ep.searched][: order.index(first) + 1] == [
+        places[n] / EP_WINDOWS for n in order[: order.index(first) + 1]
+    ]
     assert ep.missing_dlls == ()  # Lemonade's DLL check is Ryzen AI 1.6's
     with_16 = find_ryzenai_ep(windows=True, environ={}, genai_dir=places["genai"], cwd=places["cwd"], dll_check=True)
     assert with_16.missing_dlls == ("libutf8_validity.dll", "abseil_dll.dll")
@@ -476,7 +488,10 @@ def test_windows_looks_next_to_genai_onnxruntime_the_executable_then_the_working
 def test_linux_looks_only_at_the_variable_and_the_working_folder(places):
     ep = _search(places, windows=False)
     assert not ep.found and [p for _, p in ep.searched] == [places["cwd"] / EP_LINUX]
-    assert f"{ENV_EP_PATH} is unset, and on Linux onnxruntime-genai looks only there and in the working folder" in ep.problem
+    assert (
+        f"{ENV_EP_PATH} is unset, and on Linux onnxruntime-genai looks only there and in the working folder"
+        in ep.problem
+    )
     assert "AMD's Linux installer puts it" in ep.problem and "source <venv>/bin/activate" in ep.problem
     (places["genai"] / EP_LINUX).write_bytes(b"\x7fELF")  # where the Ryzen AI wheel may keep it
     beside = _search(places, windows=False)
@@ -498,7 +513,10 @@ def test_the_variable_names_the_library_and_is_not_looked_past(places, tmp_path,
     assert (ep.path, ep.source) == (named, ENV_EP_PATH)
     missing = _search(places, windows=windows, environ={ENV_EP_PATH: str(tmp_path / "gone" / name)})
     assert not missing.found  # the runtime uses the named path as it is: a library elsewhere does not help
-    assert missing.problem == f"{ENV_EP_PATH} is {tmp_path / 'gone' / name}, which does not exist; set it to the full path of {name}"
+    assert (
+        missing.problem
+        == f"{ENV_EP_PATH} is {tmp_path / 'gone' / name}, which does not exist; set it to the full path of {name}"
+    )
     folder = _search(places, windows=windows, environ={ENV_EP_PATH: str(named.parent)})
     assert f"a folder; it must name the library file itself ({named} is there: set it to that)" in folder.problem
 
@@ -546,8 +564,10 @@ class StandInRuntime:
         ),
         (
             'LoadLibrary failed with error 126 "" when trying to load "C:\\ryzen\\onnxruntime_providers_ryzenai.dll"',
-            ["was found but could not be loaded (Windows error 126: the DLL or one it depends on was not found)",
-             "source <venv>/bin/activate"],
+            [
+                "was found but could not be loaded (Windows error 126: the DLL or one it depends on was not found)",
+                "source <venv>/bin/activate",
+            ],
         ),
         (
             "Unknown provider name 'RyzenAI'",
@@ -584,11 +604,15 @@ def test_the_worker_looks_for_the_ep_library_where_it_loads_the_model(tmp_path, 
             engine.load()
     finally:
         engine.close()
-    assert f"the Ryzen AI EP library cannot be found: {ENV_EP_PATH} is {nowhere}, which does not exist" in str(err.value)
+    assert f"the Ryzen AI EP library cannot be found: {ENV_EP_PATH} is {nowhere}, which does not exist" in str(
+        err.value
+    )
 
 
 # ----------------------------------------------------------------------------- partial downloads
-def test_a_package_without_cache_is_refused_before_the_native_loader(installed, copy_package, monkeypatch, stand_in_eps):
+def test_a_package_without_cache_is_refused_before_the_native_loader(
+    installed, copy_package, monkeypatch, stand_in_eps
+):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))
     monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
     folder = copy_package(LLAMA_NPU)
@@ -610,7 +634,9 @@ def test_a_missing_state_file_is_named_and_compiled_at_load(installed, copy_pack
     assert ModelPackage.open(folder).missing_files == (state,)
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"), pytest.raises(RuntimeNotAvailableError):
         _load(folder)  # the load goes on to the runtime (whose EP library finds no NPU here)
-    assert any(f"{state} is missing" in r.getMessage() and "compiles it at load time" in r.getMessage() for r in caplog.records)
+    assert any(
+        f"{state} is missing" in r.getMessage() and "compiles it at load time" in r.getMessage() for r in caplog.records
+    )
     monkeypatch.setattr(os, "access", lambda path, mode: False)  # a read-only folder
     with pytest.raises(ModelPackageError, match=rf"{state} is missing from .*, which is read-only"):
         _load(folder)
@@ -630,14 +656,19 @@ def test_a_runtime_that_ignores_guidance_refuses_constrained_calls(monkeypatch):
     tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
     hi = [ChatMessage("user", "Hi")]
     try:
-        with pytest.raises(GuidanceUnsupportedError, match=r"ignores it \(a probe constrained to 'QQQ' wrote something"):
+        with pytest.raises(
+            GuidanceUnsupportedError, match=r"ignores it \(a probe constrained to 'QQQ' wrote something"
+        ):
             engine.generate(hi, GenerationOptions(max_new_tokens=64, response_format={"type": "json_object"}))
         with pytest.raises(GuidanceUnsupportedError, match="a forced tool call"):
             engine.generate(hi, GenerationOptions(max_new_tokens=64, tools=(tool,), tool_choice="lookup"))
         assert engine.generate(hi, GenerationOptions(max_new_tokens=3, temperature=0)).usage.completion_tokens == 3
         report = Report()
         doctor_run.check_guidance(report, engine)
-        assert report.checks[-1].status == "fail" and "structured output and forced tool calls are refused" in report.checks[-1].detail
+        assert (
+            report.checks[-1].status == "fail"
+            and "structured output and forced tool calls are refused" in report.checks[-1].detail
+        )
     finally:
         engine.close()
 
@@ -645,7 +676,10 @@ def test_a_runtime_that_ignores_guidance_refuses_constrained_calls(monkeypatch):
 def test_a_runtime_with_guidance_passes_its_probe():
     engine = Engine(SessionKey(str(TINY_LLAMA)), "inline")
     try:
-        out = engine.generate([ChatMessage("user", "Hi")], GenerationOptions(max_new_tokens=4, guidance={"type": "regex", "data": "yes|no"}))
+        out = engine.generate(
+            [ChatMessage("user", "Hi")],
+            GenerationOptions(max_new_tokens=4, guidance={"type": "regex", "data": "yes|no"}),
+        )
         assert out.text in ("yes", "no")
     finally:
         engine.close()
@@ -656,7 +690,9 @@ def test_a_runtime_with_guidance_passes_its_probe():
     ("name", "which"),
     [("Llama-3.2-1B_rai_1.7.1_npu_4K", "an older"), ("Llama-3.2-1B_rai_1.9.0_npu", "a newer")],
 )
-def test_a_package_of_another_release_is_refused_at_load_with_both(installed, monkeypatch, stand_in_eps, copy_package, name, which):
+def test_a_package_of_another_release_is_refused_at_load_with_both(
+    installed, monkeypatch, stand_in_eps, copy_package, name, which
+):
     installed(("onnxruntime-genai-ryzenai", "0.14.0"))  # Ryzen AI 1.8, with its EP library
     monkeypatch.setenv(ENV_EP_PATH, str(stand_in_eps["no_device"]))
     folder = copy_package(LLAMA_NPU, name)
@@ -664,12 +700,17 @@ def test_a_package_of_another_release_is_refused_at_load_with_both(installed, mo
     with pytest.raises(RuntimeNotAvailableError) as err:
         _load(folder)
     text = str(err.value)
-    assert f"{name} was built for Ryzen AI {built}, {which} release than the runtime that would run it (Ryzen AI 1.8" in text
+    assert (
+        f"{name} was built for Ryzen AI {built}, {which} release than the runtime that would run it (Ryzen AI 1.8"
+        in text
+    )
     assert "Use the package built for Ryzen AI 1.8" in text and f"{ENV_RELEASE}={built}" in text
     assert err.value.__cause__ is None
 
 
-def test_a_runtime_of_an_unknown_release_checks_no_release_and_says_how_to_name_it(installed, monkeypatch, stand_in_eps, copy_package, capsys):
+def test_a_runtime_of_an_unknown_release_checks_no_release_and_says_how_to_name_it(
+    installed, monkeypatch, stand_in_eps, copy_package, capsys
+):
     """An AMD build newer than this plugin knows (0.18): its release is unknown; RYZENAI_VERSION names it."""
     from ryzenai_cli.main import main
 
@@ -680,7 +721,12 @@ def test_a_runtime_of_an_unknown_release_checks_no_release_and_says_how_to_name_
         _load(folder)
     main(["doctor", "--json"])
     found = {c["name"]: (c["status"], c["detail"]) for c in json.loads(capsys.readouterr().out)["checks"]}
-    assert found["Ryzen AI release"][0] == "warn" and f"set {ENV_RELEASE} to the release" in found["Ryzen AI release"][1]
+    assert (
+        found["Ryzen AI release"][0] == "warn" and f"set {ENV_RELEASE} to the release" in found["Ryzen AI release"][1]
+    )
     monkeypatch.setenv(ENV_RELEASE, "1.8")
-    with pytest.raises(RuntimeNotAvailableError, match=r"built for Ryzen AI 1.9.0, a newer release .*\(Ryzen AI 1.8: RYZENAI_VERSION=1.8\)"):
+    with pytest.raises(
+        RuntimeNotAvailableError,
+        match=r"built for Ryzen AI 1.9.0, a newer release .*\(Ryzen AI 1.8: RYZENAI_VERSION=1.8\)",
+    ):
         _load(folder)

@@ -122,8 +122,12 @@ def test_the_gemma_package_as_it_is_takes_one_prefill_run():
     assert plan.decode_buckets == [3072, 4096] and plan.decode_past_buckets == 0
 
 
-def test_a_long_window_without_chunked_context_is_one_run_and_a_longer_prompt_names_the_setting(copy_package, monkeypatch):
-    folder = _config(copy_package(GEMMA, "Gemma-3-4b_rai_1.8.0_npu_16K"), lambda c: c["search"].__setitem__("max_length", 16384))
+def test_a_long_window_without_chunked_context_is_one_run_and_a_longer_prompt_names_the_setting(
+    copy_package, monkeypatch
+):
+    folder = _config(
+        copy_package(GEMMA, "Gemma-3-4b_rai_1.8.0_npu_16K"), lambda c: c["search"].__setitem__("max_length", 16384)
+    )
     pkg = ModelPackage.open(folder)
     b = pkg.budget
     assert (b.window, b.prompt_limit, b.feed_window) == (16384, RUN, None) and pkg.long_prompts["policy"] == "capped"
@@ -173,8 +177,13 @@ def test_packages_whose_runtime_chunks_or_that_fit_one_run_are_fed_whole(copy_pa
 
 def test_a_declared_sliding_window_caps_the_prompt_at_one_run(gemma_16k):
     """Fed in windows, a prefill past a declared sliding window would not be exact: one run's prompt instead."""
-    folder = _config(gemma_16k, lambda c: c["model"]["decoder"].__setitem__("sliding_window", {
-        "window_size": 1024, "slide_key_value_cache": False, "slide_inputs": False, "layers": [0]}))
+    folder = _config(
+        gemma_16k,
+        lambda c: c["model"]["decoder"].__setitem__(
+            "sliding_window",
+            {"window_size": 1024, "slide_key_value_cache": False, "slide_inputs": False, "layers": [0]},
+        ),
+    )
     pkg = ModelPackage.open(folder)
     assert pkg.budget.prompt_limit == RUN and pkg.budget.feed_window is None
     assert pkg.long_prompts["policy"] == "capped" and "sliding window" in pkg.budget.prompt_limit_source
@@ -293,8 +302,9 @@ def test_a_refused_rewind_or_append_falls_back_to_a_cold_generator_and_turns_reu
     with caplog.at_level(logging.WARNING, logger="ryzenai_core"):
         warm = engine.generate(second, greedy(6, reuse=True))
         assert warm.token_ids == cold.token_ids and warm.timings.reused_prompt_tokens == 0
-        later = engine.generate([*second, ChatMessage("assistant", warm.text), ChatMessage("user", "Why?")],
-                                greedy(6, reuse=True))
+        later = engine.generate(
+            [*second, ChatMessage("assistant", warm.text), ChatMessage("user", "Why?")], greedy(6, reuse=True)
+        )
     assert later.timings.reused_prompt_tokens == 0
     assert [name for name, _ in log].count("rewind_to") == 1  # tried once, then reuse is off for the model
     warnings = [r.getMessage() for r in caplog.records if "refused to continue" in r.getMessage()]

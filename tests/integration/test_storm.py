@@ -145,7 +145,9 @@ def test_a_storm_of_mixed_calls_ends_every_call_by_its_deadline_and_answers_as_a
         text = None
 
         async def run() -> str:
-            return "".join([c.text async for c in engine.astream(prompts[i], opts(LONG if cancel else 8), timeout=timeout)])
+            return "".join(
+                [c.text async for c in engine.astream(prompts[i], opts(LONG if cancel else 8), timeout=timeout)]
+            )
 
         task = asyncio.ensure_future(run())
         try:

@@ -26,7 +26,7 @@ def tokenizer(request):
 
 
 TEXT = st.text(
-    alphabet=st.sampled_from(list("abc xyz\n{}\"<>/") + list("混合推理词元档位") + ["🚀", "é", "ß", "한", "🤖"]),
+    alphabet=st.sampled_from(list('abc xyz\n{}"<>/') + list("混合推理词元档位") + ["🚀", "é", "ß", "한", "🤖"]),
     max_size=40,
 )
 
@@ -183,14 +183,17 @@ def parse_qwen(text):
     return content.strip(), calls
 
 
-RAW = "<think>\nI should call the tool.\n\n</think>\n\nSure.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 3}}\n</tool_call>"
+RAW = '<think>\nI should call the tool.\n\n</think>\n\nSure.<tool_call>\n{"name": "f", "arguments": {"x": 3}}\n</tool_call>'
 
 
 @settings(max_examples=200, deadline=None)
 @given(cuts=st.lists(st.integers(0, len(RAW)), max_size=12))
 def test_reasoning_and_tool_calls_are_split_out_at_any_boundary(cuts):
-    p = OutputParser(reasoning_markers=("<think>", "</think>"), tool_markers=("<tool_call>", "</tool_call>"),
-                     parse_tool_calls=parse_qwen)
+    p = OutputParser(
+        reasoning_markers=("<think>", "</think>"),
+        tool_markers=("<tool_call>", "</tool_call>"),
+        parse_tool_calls=parse_qwen,
+    )
     content, reasoning = [], []
     for piece in split_at(RAW, cuts):
         c, r = p.feed(piece)

@@ -70,7 +70,9 @@ def test_tighter_bounds_are_kept():
 
 
 def test_budget_too_small_is_a_clear_error():
-    with pytest.raises(InvalidRequestError, match=r"max_new_tokens=20 is too small.*raise max_new_tokens to at least [0-9]+") as info:
+    with pytest.raises(
+        InvalidRequestError, match=r"max_new_tokens=20 is too small.*raise max_new_tokens to at least [0-9]+"
+    ) as info:
         bound_schema(SCHEMA, 20)
     bound_schema(SCHEMA, int(str(info.value).rsplit(" ", 1)[1]))  # the budget the error names is enough
 
@@ -95,7 +97,9 @@ def test_forced_tool_call_in_the_family_format(model, name):
     """The call comes back parsed; a value cut to close within the budget (or at the bound the library set
     from it) is named, and the finish reason is then "length", as OpenAI reports output cut short."""
     e = Engine.get(model, execution="inline")
-    c = e.generate(MSGS, validated_options(max_new_tokens=96, temperature=0, tools=TOOLS, tool_choice=name or "required"))
+    c = e.generate(
+        MSGS, validated_options(max_new_tokens=96, temperature=0, tools=TOOLS, tool_choice=name or "required")
+    )
     assert len(c.tool_calls) == 1 and c.usage.completion_tokens <= 96
     assert c.finish_reason == ("length" if c.cut else "tool_calls")
     call = c.tool_calls[0]
@@ -126,18 +130,33 @@ def test_forced_call_budget_counts_the_call_wrapper():
 
 def _tool(name: str, description: str, properties: dict, required: list[str]) -> dict:
     """A tool as LangChain's ``convert_to_openai_tool`` writes it for a ``@tool`` function."""
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 CALL_TOOLS = {
-    "weather": _tool("get_weather", "Get the weather forecast for a city.",
-                     {"city": {"type": "string"}, "days": {"type": "integer"}}, ["city", "days"]),
-    "magic": _tool("magic_function", "Applies a magic function to an input.", {"input": {"type": "integer"}}, ["input"]),
+    "weather": _tool(
+        "get_weather",
+        "Get the weather forecast for a city.",
+        {"city": {"type": "string"}, "days": {"type": "integer"}},
+        ["city", "days"],
+    ),
+    "magic": _tool(
+        "magic_function", "Applies a magic function to an input.", {"input": {"type": "integer"}}, ["input"]
+    ),
     "search": _tool("search", "Search the web.", {"query": {"type": "string"}}, ["query"]),
-    "selections": _tool("pick", "Pick some of the numbered choices, and say why.",
-                        {"choices": {"type": "array", "items": {"type": "integer"}}, "reason": {"type": "string"}},
-                        ["choices", "reason"]),
+    "selections": _tool(
+        "pick",
+        "Pick some of the numbered choices, and say why.",
+        {"choices": {"type": "array", "items": {"type": "integer"}}, "reason": {"type": "string"}},
+        ["choices", "reason"],
+    ),
 }
 
 
@@ -167,7 +186,8 @@ def test_forced_call_is_refused_before_generating_or_completes(model, which):
     for budget in (need, need + 7, need + 40):
         for seed in range(6):
             c = e.generate(
-                MSGS, validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, tools=tools, tool_choice=name)
+                MSGS,
+                validated_options(max_new_tokens=budget, temperature=1.0, seed=seed, tools=tools, tool_choice=name),
             )
             # The call always comes back whole; one the budget cut says so ("length", the values named).
             assert [t.name for t in c.tool_calls] == [name], (budget, seed, c.text)
@@ -190,7 +210,12 @@ def test_json_mode_object_closes_within_the_budget():
 TUPLE_AND_DICT = {
     "type": "object",
     "properties": {
-        "pair": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2, "maxItems": 2},
+        "pair": {
+            "type": "array",
+            "prefixItems": [{"type": "integer"}, {"type": "string"}],
+            "minItems": 2,
+            "maxItems": 2,
+        },
         "scores": {"type": "object", "additionalProperties": {"type": "integer"}},
         "anything": {"type": "object"},
     },

@@ -69,7 +69,9 @@ def test_langchain_a_summary_and_the_callers_max_length_fit_whole(model, caplog)
         raw = llm.with_structured_output(Summary, include_raw=True).invoke("Summarize the report")
         # "Write it": with the schema said in the prompt, tiny-qwen3 closes the string of a bare "Write" itself
         # (at 162 characters); this question keeps it writing to the bound, as LlamaIndex's test below does.
-        essay = ChatRyzenAI(model=model, temperature=0, max_tokens=1024).with_structured_output(Essay).invoke("Write it")
+        essay = (
+            ChatRyzenAI(model=model, temperature=0, max_tokens=1024).with_structured_output(Essay).invoke("Write it")
+        )
     assert len(raw["parsed"].summary) == 200  # the caller's bound, whole: was 41
     assert raw["raw"].response_metadata["finish_reason"] == "stop"
     assert "truncated_fields" not in raw["raw"].response_metadata
@@ -150,7 +152,9 @@ def test_llamaindex_a_small_budget_cuts_with_a_warning_on_every_path(model, capl
         assert later == done and len(cut_fields(caplog)) == 2
         streamed = list(llm.stream_structured_predict(Summary, prompt, x="it"))
         assert streamed[-1] == done and len(cut_fields(caplog)) == 3
-        program = FunctionCallingProgram.from_defaults(output_cls=Joke, prompt=prompt, llm=_llm(model, max_new_tokens=96))
+        program = FunctionCallingProgram.from_defaults(
+            output_cls=Joke, prompt=prompt, llm=_llm(model, max_new_tokens=96)
+        )
         called = program(x="it")
         assert called.setup and "Joke(setup)" in cut_fields(caplog)[-1]  # a forced call, reported the same way
     response = llm.chat(

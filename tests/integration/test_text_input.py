@@ -198,8 +198,16 @@ def test_drop_oldest_generation_keeps_calls_with_their_results(copy_package, max
     cfg["search"]["max_length"] = max_length
     (folder / "genai_config.json").write_text(json.dumps(cfg))
     engine = Engine.get(folder, execution="inline")
-    tools = [{"type": "function", "function": {"name": "multiply", "description": "multiply",
-                                                "parameters": {"type": "object", "properties": {}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "multiply",
+                "description": "multiply",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
     msgs = [ChatMessage("system", "Use the tools.")]
     for n in range(1, 5):
         msgs += [ChatMessage("user", f"what is {n} times two, three and four?")] + _call_turn(n, 3)

@@ -75,12 +75,14 @@ def test_auto_with_a_response_format_allows_a_call_or_the_answer(model):
 def test_an_agents_turns_say_the_schema_once_with_the_question(model):
     """Each turn renders the conversation the last one did: the schema stays with the question, a tool may come first."""
     e = Engine.get(model)
-    opts = validated_options(tools=[TOOL], response_format={"type": "json_schema", "schema": Weather.model_json_schema()})
+    opts = validated_options(
+        tools=[TOOL], response_format={"type": "json_schema", "schema": Weather.model_json_schema()}
+    )
     question = [ChatMessage("user", "What is the weather in Paris?")]
     call = ChatMessage("assistant", "", tool_calls=[ToolCall("lookup", {"city": "Paris"}, "c1")])
     first = e.render(question, opts)
     second = e.render([*question, call, ChatMessage("tool", "sunny, 21 C", tool_call_id="c1")], opts)
-    said = 'What is the weather in Paris?\n\nYou may call a tool first; your final answer must be JSON matching this schema: {'
+    said = "What is the weather in Paris?\n\nYou may call a tool first; your final answer must be JSON matching this schema: {"
     assert said in first and said in second and second.count("final answer") == 1
     assert second.index(said) < second.index("sunny, 21 C")  # no user turn between the result and the answer
 
@@ -92,7 +94,10 @@ def test_create_agent_with_a_response_format_calls_its_tools(model):
     CALLS.clear()
     llm = ChatRyzenAI(model=model, temperature=0, max_tokens=128)
     agent = create_agent(
-        llm, tools=[lookup], response_format=Weather, middleware=[ToolCallLimitMiddleware(run_limit=1, exit_behavior="end")]
+        llm,
+        tools=[lookup],
+        response_format=Weather,
+        middleware=[ToolCallLimitMiddleware(run_limit=1, exit_behavior="end")],
     )
     out = agent.invoke({"messages": [("user", "What is the weather in Paris?")]})
     assert len(CALLS) == 1  # the tool ran: the schema's grammar alone never let it be called
@@ -120,8 +125,11 @@ def test_llamaindex_structured_predict_with_tools_bound(model, llamaindex_event_
         Weather, PromptTemplate("Weather in {city}?"), llm_kwargs={"tools": [TOOL], "tool_choice": "auto"}, city="Paris"
     )
     assert isinstance(weather, Weather)
-    response = llm.chat_with_tools([_tool()], user_msg="Weather in Paris?", response_format={
-        "type": "json_schema", "schema": Weather.model_json_schema()})
+    response = llm.chat_with_tools(
+        [_tool()],
+        user_msg="Weather in Paris?",
+        response_format={"type": "json_schema", "schema": Weather.model_json_schema()},
+    )
     assert [c.tool_name for c in llm.get_tool_calls_from_response(response, error_on_no_tool_call=False)] == ["lookup"]
 
 

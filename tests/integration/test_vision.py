@@ -97,7 +97,9 @@ def test_every_format_the_runtime_would_die_on_is_converted() -> None:
 
 def test_a_package_without_vision_refuses_images() -> None:
     engine = Engine.get(TINY_LLAMA, execution="inline")
-    with pytest.raises(InvalidRequestError, match=r"message #0 \(user\) has an image, and tiny-llama has no vision model"):
+    with pytest.raises(
+        InvalidRequestError, match=r"message #0 \(user\) has an image, and tiny-llama has no vision model"
+    ):
         engine.generate(ask(png("red")), GREEDY)
 
 

@@ -177,6 +177,11 @@ def test_both_faces_never_generate_image_markers(marker_eager_vision, llamaindex
 
 def test_consecutive_messages_of_one_role_are_merged_for_alternating_templates() -> None:
     engine = Engine.get(VISION)
-    doubled = [ChatMessage("system", "a"), ChatMessage("system", "b"), ChatMessage("user", "c"), ChatMessage("user", "d")]
+    doubled = [
+        ChatMessage("system", "a"),
+        ChatMessage("system", "b"),
+        ChatMessage("user", "c"),
+        ChatMessage("user", "d"),
+    ]
     merged = [ChatMessage("system", "a\n\nb"), ChatMessage("user", "c\n\nd")]
     assert engine.render(doubled) == engine.render(merged)

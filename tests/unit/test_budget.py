@@ -171,4 +171,8 @@ def test_no_plan_names_a_decode_bucket_past_the_largest():
 def test_estimated_prefill_buckets_mark_the_plan():
     b = ContextBudget(window=4096, prompt_limit=4095, prefill_buckets=(128, 4096), prefill_buckets_estimated=True)
     assert b.plan(100, 1).prefill_bucket_estimated
-    assert not ContextBudget(window=4096, prompt_limit=4095, prefill_buckets=(128, 4096)).plan(100, 1).prefill_bucket_estimated
+    assert (
+        not ContextBudget(window=4096, prompt_limit=4095, prefill_buckets=(128, 4096))
+        .plan(100, 1)
+        .prefill_bucket_estimated
+    )

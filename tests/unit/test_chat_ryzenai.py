@@ -122,7 +122,9 @@ def test_identity_and_langsmith_params():
         "ls_max_tokens": 7,
         "ls_stop": ["END"],
     }
-    assert chat_model_start(llm, "Hello", stop=["x"], model="tiny-random-llama")[0]["ls_model_name"] == "tiny-random-llama"
+    assert (
+        chat_model_start(llm, "Hello", stop=["x"], model="tiny-random-llama")[0]["ls_model_name"] == "tiny-random-llama"
+    )
     assert chat_model_start(llm, "Hello", stop=["x"])[0]["ls_stop"] == ["x"]
 
 

@@ -235,7 +235,10 @@ def test_model_kwargs_generation_options_that_are_not_supported_are_refused():
         chat().invoke("Hello", model_kwargs={"do_sample": False})
     with pytest.raises(InvalidRequestError, match=r"model_kwargs\['num_threads'\]=2.*set when ChatRyzenAI is created"):
         chat().invoke("Hello", model_kwargs={"num_threads": 2})
-    with pytest.raises(InvalidRequestError, match=r"model_kwargs=\{'messages': \[\]\}: 'messages' cannot be a chat-template variable: it is the conversation"):
+    with pytest.raises(
+        InvalidRequestError,
+        match=r"model_kwargs=\{'messages': \[\]\}: 'messages' cannot be a chat-template variable: it is the conversation",
+    ):
         chat().invoke("Hello", model_kwargs={"messages": []})
 
 

@@ -292,5 +292,8 @@ def test_a_missing_weights_file_in_a_plain_folder_says_download_the_package(copy
 
     folder = copy_package(TINY_LLAMA)
     (folder / "model.onnx.data").unlink()
-    with pytest.raises(ConfigError, match=r"model.onnx.data is missing from .* \(model.onnx keeps its weights in it\): download the complete package"):
+    with pytest.raises(
+        ConfigError,
+        match=r"model.onnx.data is missing from .* \(model.onnx keeps its weights in it\): download the complete package",
+    ):
         ModelPackage.open(folder).check_loadable()

@@ -53,7 +53,9 @@ def test_without_a_terminal_the_start_is_a_warning_and_the_end_a_log_line(caplog
 
     clock = fake_clock(0.0, 95.5)
     with caplog.at_level(logging.INFO, logger="ryzenai_core"):
-        got = with_compile_progress(create, name="m", shape=(8, 512), state="absent", console=console, clock=lambda: next(clock))
+        got = with_compile_progress(
+            create, name="m", shape=(8, 512), state="absent", console=console, clock=lambda: next(clock)
+        )
     assert got == 7
     assert logged == [compile_message("m", (8, 512), "absent")]  # said before the creation, not after
     start, end = caplog.records
@@ -68,7 +70,9 @@ def test_a_cached_shape_is_a_load_not_a_compile(caplog: pytest.LogCaptureFixture
     assert "loading m (shape 1x64) for the NPU from the compile cache" in buffer.getvalue()
     assert "compiled for the NPU" not in buffer.getvalue()
     with caplog.at_level(logging.INFO, logger="ryzenai_core"):
-        with_compile_progress(lambda: None, name="m", shape=(1, 64), state="compiled", console=Console(file=io.StringIO()))
+        with_compile_progress(
+            lambda: None, name="m", shape=(1, 64), state="compiled", console=Console(file=io.StringIO())
+        )
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.INFO]  # no warning for a load
 
 

@@ -76,7 +76,9 @@ def test_the_cut_names_the_open_string_and_the_members_it_fills():
 
 def test_a_tool_call_framing_is_part_of_the_completion():
     args = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
-    call = Alternative(args, prefix=b'<tool_call>\n{"name": "search", "arguments": ', suffix=b"}\n</tool_call>", label="search")
+    call = Alternative(
+        args, prefix=b'<tool_call>\n{"name": "search", "arguments": ', suffix=b"}\n</tool_call>", label="search"
+    )
     answer = Alternative({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
     follower = Follower(Shape((call, answer)))
     assert follower.completion()[0] == b'{"a":0}'  # the cheaper form while both are open

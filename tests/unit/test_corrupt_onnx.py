@@ -14,7 +14,10 @@ from ryzenai_core.rerank.package import RerankPackage
 
 @pytest.mark.parametrize(
     ("kind", "folder"),
-    [(EmbeddingPackage, FIXTURES / "embeddings" / "tiny-bert-st"), (RerankPackage, FIXTURES / "rerank" / "tiny-bert-cross-encoder")],
+    [
+        (EmbeddingPackage, FIXTURES / "embeddings" / "tiny-bert-st"),
+        (RerankPackage, FIXTURES / "rerank" / "tiny-bert-cross-encoder"),
+    ],
 )
 def test_a_damaged_onnx_file_is_a_typed_error_with_the_fix(tmp_path, kind, folder):
     copy = tmp_path / folder.name
@@ -23,5 +26,7 @@ def test_a_damaged_onnx_file_is_a_typed_error_with_the_fix(tmp_path, kind, folde
     assert onnx_files
     for f in onnx_files:
         f.write_bytes(b"\x0a\xff\xff\xff\xff\x0f not protobuf")
-    with pytest.raises(ModelPackageError, match=r"cannot be read as an ONNX model .*damaged or incomplete.*Download it again"):
+    with pytest.raises(
+        ModelPackageError, match=r"cannot be read as an ONNX model .*damaged or incomplete.*Download it again"
+    ):
         kind.open(copy)

@@ -72,7 +72,9 @@ def _names(path: Path) -> frozenset[str]:
             elif isinstance(n, (ast.Assign, ast.AnnAssign)):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
                 names.update(x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name))
-            elif isinstance(n, ast.ImportFrom) and n.level == 1 and n.names[0].name == "*":  # errors, in the core's face
+            elif (
+                isinstance(n, ast.ImportFrom) and n.level == 1 and n.names[0].name == "*"
+            ):  # errors, in the core's face
                 names |= _names(path.parent / f"{n.module}.py")
             elif isinstance(n, (ast.Import, ast.ImportFrom)):
                 names.update((a.asname or a.name).split(".")[0] for a in n.names)

@@ -52,8 +52,20 @@ def test_every_form_of_the_same_image_gives_the_same_pixels(tmp_path: Path) -> N
     assert out.png.startswith(b"\x89PNG") and out.size == (40, 30)
 
 
-@pytest.mark.parametrize(("mode", "fmt"), [("RGB", "GIF"), ("RGB", "WEBP"), ("RGB", "BMP"), ("RGB", "TIFF"),
-                                           ("RGBA", "PNG"), ("L", "PNG"), ("P", "PNG"), ("CMYK", "JPEG"), ("RGB", "JPEG")])
+@pytest.mark.parametrize(
+    ("mode", "fmt"),
+    [
+        ("RGB", "GIF"),
+        ("RGB", "WEBP"),
+        ("RGB", "BMP"),
+        ("RGB", "TIFF"),
+        ("RGBA", "PNG"),
+        ("L", "PNG"),
+        ("P", "PNG"),
+        ("CMYK", "JPEG"),
+        ("RGB", "JPEG"),
+    ],
+)
 def test_formats_the_runtime_cannot_read_are_converted_to_rgb_png(mode: str, fmt: str) -> None:
     out = prepare_image({"type": "image", "image": picture(mode, fmt=fmt)})
     assert out.png.startswith(b"\x89PNG")

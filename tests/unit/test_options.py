@@ -64,7 +64,10 @@ def test_values_are_kept_in_one_form():
         ({"tools": ["f"]}, "each tool should be a dict (OpenAI function format), got str"),
         ({"template_vars": {"tools": []}}, "model_kwargs={'tools': []}: 'tools' cannot be a chat-template variable"),
         ({"guidance": {"type": "regex"}}, "guidance={'type': 'regex'}: Input should be a Guidance or a dict"),
-        ({"guidance": {"type": "sql", "data": "x"}}, "guidance type 'sql': use 'json_schema', 'regex' or 'lark_grammar'"),
+        (
+            {"guidance": {"type": "sql", "data": "x"}},
+            "guidance type 'sql': use 'json_schema', 'regex' or 'lark_grammar'",
+        ),
         ({"tool_choice": "required"}, "tool_choice='required' requires a tool call but no tools were given"),
     ],
 )
@@ -137,7 +140,9 @@ def test_an_unknown_keyword_names_the_closest_in_the_faces_words_and_all_of_them
     with pytest.raises(InvalidRequestError) as info:
         call_options("ChatRyzenAI", {"max_new_token": 1}, LANGCHAIN_NAMES, ("model_kwargs",))
     message = str(info.value)
-    assert message.startswith("ChatRyzenAI does not take the keyword argument(s) max_new_token (did you mean 'max_tokens'?)")
+    assert message.startswith(
+        "ChatRyzenAI does not take the keyword argument(s) max_new_token (did you mean 'max_tokens'?)"
+    )
     assert "accepted per call: " in message and "model_kwargs" in message and "timeout" in message
 
 
@@ -159,7 +164,9 @@ def test_a_schema_is_said_compact_without_the_titles_that_restate_a_name():
     assert said["properties"]["n"]["title"] == "Number of inhabitants"  # a title that says more stays
     assert said["properties"]["home_town"] == {"type": "string", "description": "where they were born"}
     assert said["title"] == "Answer" and '", "' not in text and '": ' not in text.split(": ", 1)[1]
-    assert format_instruction(GenerationOptions(response_format={"type": "json_object"})) == "Answer with one JSON object."
+    assert (
+        format_instruction(GenerationOptions(response_format={"type": "json_object"})) == "Answer with one JSON object."
+    )
     assert format_instruction(GenerationOptions()) is None
     assert format_instruction(GenerationOptions(guidance={"type": "regex", "data": "a"})) is None
 
@@ -190,4 +197,6 @@ def test_on_an_agents_turn_the_instruction_says_a_tool_may_come_first_and_stays_
     assert first[1].content == second[1].content == f"Weather in Paris?\n\n{said}"
     assert second[2:] == turn[2:]  # no user turn between the tool's result and the answer
     # Without tools to call, the answer comes next: the instruction follows the tool's result.
-    assert instructed(turn, agent.replace(tool_choice="none"))[-1] == ChatMessage("user", "Answer with one JSON object.")
+    assert instructed(turn, agent.replace(tool_choice="none"))[-1] == ChatMessage(
+        "user", "Answer with one JSON object."
+    )

@@ -52,7 +52,12 @@ def test_a_module_exports_only_what_it_defines(path: Path) -> None:
 
 
 #: Import name -> folder, as the project installs them.
-NAMES = {"ryzenai_core": "core", "ryzenai_cli": "cli", "langchain_ryzenai": "langchain_ryzenai", "llamaindex_ryzenai": "llamaindex_ryzenai"}
+NAMES = {
+    "ryzenai_core": "core",
+    "ryzenai_cli": "cli",
+    "langchain_ryzenai": "langchain_ryzenai",
+    "llamaindex_ryzenai": "llamaindex_ryzenai",
+}
 
 
 def _module_path(module: str) -> Path | None:

@@ -381,8 +381,16 @@ NODE = "modellayers.0input_layernormMLADFRMSNORM"
     [
         ("Llama-3.2-1B_rai_1.8.0_npu_4K", "cache", ("cache/",)),
         ("Qwen3-4B_rai_1.8.0_npu_4K", f"cache/Token_{NODE}_meta.json", (f"cache/Token_{NODE}_meta.json",)),
-        ("Qwen3-4B_rai_1.8.0_npu_4K", f"dd_metastate_Llm_Token_Token_{NODE}.state", (f"dd_metastate_Llm_Token_Token_{NODE}.state",)),
-        ("Gemma-3-4b_rai_1.8.0_npu_16K", f"dd_metastate_Llm_Token_Token_{NODE}.state", (f"dd_metastate_Llm_Token_Token_{NODE}.state",)),
+        (
+            "Qwen3-4B_rai_1.8.0_npu_4K",
+            f"dd_metastate_Llm_Token_Token_{NODE}.state",
+            (f"dd_metastate_Llm_Token_Token_{NODE}.state",),
+        ),
+        (
+            "Gemma-3-4b_rai_1.8.0_npu_16K",
+            f"dd_metastate_Llm_Token_Token_{NODE}.state",
+            (f"dd_metastate_Llm_Token_Token_{NODE}.state",),
+        ),
     ],
     ids=["full-fusion-cache", "blueprint", "full-fusion-state", "token-fusion-state"],
 )
@@ -416,7 +424,9 @@ def test_complete_replicas_miss_nothing(replica):
 
 
 # ---------------------------------------------------------------------- path hazards (Windows)
-HF_DEFAULT = "C:\\Users\\{user}\\.cache\\huggingface\\hub\\models--amd--Gemma-3-4b_rai_1.8.0_npu_16K\\snapshots\\" + "0" * 40
+HF_DEFAULT = (
+    "C:\\Users\\{user}\\.cache\\huggingface\\hub\\models--amd--Gemma-3-4b_rai_1.8.0_npu_16K\\snapshots\\" + "0" * 40
+)
 GEMMA_STATE = f"dd_metastate_Llm_Token_Token_{NODE}_attention_mask_padded_4096_.ctrlpkt"
 
 
@@ -449,7 +459,9 @@ def test_info_warns_of_a_non_ascii_package_path_on_windows(copy_package, monkeyp
 
 def test_windows_settings_soften_the_path_warnings():
     """The UTF-8 code page takes any folder name; LongPathsEnabled takes long paths from Python's process."""
-    folder = "C:\\Users\\Zoë\\.cache\\huggingface\\hub\\models--amd--Gemma-3-4b_rai_1.8.0_npu_16K\\snapshots\\" + "a" * 40
+    folder = (
+        "C:\\Users\\Zoë\\.cache\\huggingface\\hub\\models--amd--Gemma-3-4b_rai_1.8.0_npu_16K\\snapshots\\" + "a" * 40
+    )
     longest = "dd_metastate_Llm_Token_Token_" + "x" * 200
     strict = path_hazards(folder, longest, windows=True, long_paths=False, utf8=False)
     assert len(strict) == 2 and "non-ASCII" in strict[0] and "LongPathsEnabled is off" in strict[1]

@@ -56,7 +56,9 @@ def test_a_model_whose_subgraphs_failed_to_compile_ran_on_the_cpu() -> None:
     assert s.verdict == "cpu"
     assert s.npu_share == 0.0
     assert s.fallbacks == {"with compilation errors (fall back to CPU)": 11}
-    assert s.line().startswith("VitisAI requested, ran on the CPU: 0 of 1209 operators (0.00%) on the NPU, 1209 on the CPU")
+    assert s.line().startswith(
+        "VitisAI requested, ran on the CPU: 0 of 1209 operators (0.00%) on the NPU, 1209 on the CPU"
+    )
     assert s.line().endswith("subgraphs 11 with compilation errors (fall back to CPU)")
 
 
@@ -69,7 +71,9 @@ def test_the_offloaded_count_not_the_supported_one_says_where_it_ran() -> None:
 
 
 def test_a_preliminary_summary_without_a_space_before_the_percentage() -> None:
-    s = parse_pass_summary(sample("constructed-stx-nothing-supported.preliminary-vaiml-pass-summary.txt"), kind="preliminary")
+    s = parse_pass_summary(
+        sample("constructed-stx-nothing-supported.preliminary-vaiml-pass-summary.txt"), kind="preliminary"
+    )
     assert (s.operators, s.supported, s.offloaded) == (251, 0, None)
     assert s.gops_supported == 0.0
     assert s.npu_operators == 0
@@ -99,7 +103,9 @@ def test_older_fallback_lines_and_thousands_separators_are_read() -> None:
     assert s.fallbacks == {"with compilation issue": 1, "below GOPs% (2%) threshold": 2}
 
 
-@pytest.mark.parametrize("text", ["", "not a summary\n", "GOPs of the model: 1.0\n"], ids=["empty", "other", "no count"])
+@pytest.mark.parametrize(
+    "text", ["", "not a summary\n", "GOPs of the model: 1.0\n"], ids=["empty", "other", "no count"]
+)
 def test_text_without_operator_counts_is_unrecognised_not_an_error(text: str) -> None:
     s = parse_pass_summary(text, path=Path("x.txt"))
     assert not s.recognised
@@ -111,7 +117,9 @@ def test_text_without_operator_counts_is_unrecognised_not_an_error(text: str) ->
 def test_read_prefers_the_final_summary(tmp_path: Path) -> None:
     folder = tmp_path / "key"
     folder.mkdir()
-    (folder / PRELIMINARY_SUMMARY).write_text(sample("constructed-stx-nothing-supported.preliminary-vaiml-pass-summary.txt"))
+    (folder / PRELIMINARY_SUMMARY).write_text(
+        sample("constructed-stx-nothing-supported.preliminary-vaiml-pass-summary.txt")
+    )
     got = read_pass_summary(tmp_path, "key")
     assert got is not None and got.kind == "preliminary" and got.path == folder / PRELIMINARY_SUMMARY
     (folder / FINAL_SUMMARY).write_text(sample("resnet18_bf16-ve2.final-vaiml-pass-summary.txt"))

@@ -23,7 +23,9 @@ def _shape(text: str) -> str:
 
 def _training_questions() -> set[str]:
     """Every question wording the training generator asks, its rewordings (``_rephrase``) included."""
-    qs = [q for r in qa_synth.REL.values() for q in r.train_q] + [q for _, _, qq in qa_synth.BROAD_RELS.values() for q in qq]
+    qs = [q for r in qa_synth.REL.values() for q in r.train_q] + [
+        q for _, _, qq in qa_synth.BROAD_RELS.values() for q in qq
+    ]
     out = set()
     for q in qs:
         q = q.replace("{Sc}", "SUBJ").replace("{S}", "SUBJ")
@@ -130,7 +132,9 @@ def _closed_list_answers(n: int = 300) -> tuple[int, int]:
     """(answers of closed-list relations, how many of them are on the closed lists) in broad data
     (languages aside: half of them are made up, "Velkish", with or without OPEN)."""
     lists = set(qa_synth.MATERIALS) | set(qa_synth.COLORS) | set(qa_synth.JOBS) | set(qa_synth.INSTRUMENTS)
-    closed = {rel for rel, (kind, _, _) in qa_synth.BROAD_RELS.items() if kind in ("colour", "material", "job", "instrument")}
+    closed = {
+        rel for rel, (kind, _, _) in qa_synth.BROAD_RELS.items() if kind in ("colour", "material", "job", "instrument")
+    }
     rng = random.Random(11)
     asked = listed = 0
     for _ in range(n):

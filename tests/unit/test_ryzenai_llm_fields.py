@@ -93,12 +93,16 @@ def test_context_window_lowers_the_reported_window_and_bounds_the_output():
     assert asked == 256 and tokens <= 256
     tokens, asked = usage(make().chat(USER, max_new_tokens=4))
     assert asked == 4
-    assert make(context_window=300).chat(USER, max_tokens=4).additional_kwargs["budget_plan"]["requested_new_tokens"] == 4
+    assert (
+        make(context_window=300).chat(USER, max_tokens=4).additional_kwargs["budget_plan"]["requested_new_tokens"] == 4
+    )
 
 
 def test_context_window_larger_than_the_package_names_its_window():
     llm = make(context_window=8192)
-    with pytest.raises(InvalidRequestError, match=r"context_window=8192 is larger than the window of tiny-llama \(4096"):
+    with pytest.raises(
+        InvalidRequestError, match=r"context_window=8192 is larger than the window of tiny-llama \(4096"
+    ):
         llm.metadata  # noqa: B018
     with pytest.raises(InvalidRequestError, match="leave context_window unset"):
         llm.chat(USER)
@@ -177,4 +181,3 @@ def test_a_deep_copied_agent_shares_the_model():
     twin = copy.deepcopy(agent)
     assert twin.llm is not llm and twin.llm.engine is llm.engine
     assert twin.llm.chat_with_tools(twin.tools, "6 times 7?", tool_required=True).message.blocks
-
