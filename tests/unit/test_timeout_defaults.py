@@ -10,13 +10,21 @@ import sys
 
 from conftest import ROOT
 
-NAMES = ("RYZENAI_LLM_START_TIMEOUT", "RYZENAI_LLM_LOAD_TIMEOUT", "RYZENAI_LLM_CALL_TIMEOUT")
+NAMES = (
+    "RYZENAI_LLM_START_TIMEOUT",
+    "RYZENAI_LLM_LOAD_TIMEOUT",
+    "RYZENAI_LLM_CALL_TIMEOUT",
+    "RYZENAI_LLM_COMPILE_TIMEOUT",
+)
 STATED = re.compile(r"`(RYZENAI_LLM_\w+_TIMEOUT)` (?:\((\d+) s|seconds \((\d+)\))")
 
 
 def test_the_documented_worker_timeouts_are_the_defaults():
     env = {k: v for k, v in os.environ.items() if k not in NAMES}
-    code = "import json; from ryzenai_core import workers as w; print(json.dumps([w.START_TIMEOUT, w.LOAD_TIMEOUT, w.CALL_TIMEOUT]))"
+    code = (
+        "import json; from ryzenai_core import workers as w; from ryzenai_core.embeddings.runner import compile_deadline; "
+        "print(json.dumps([w.START_TIMEOUT, w.LOAD_TIMEOUT, w.CALL_TIMEOUT, compile_deadline().seconds]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     defaults = dict(zip(NAMES, json.loads(out.stdout), strict=True))
     stated = [
