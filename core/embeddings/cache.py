@@ -122,6 +122,8 @@ class EncoderCache:
         self.provider_options = dict(provider_options)
         self._digest: str | None = None
         self._options: dict[tuple[int, int], dict[str, str]] = {}
+        #: Placements read from a final pass summary: a finished compile's verdict does not change.
+        self._placed: dict[tuple[int, int], Placement] = {}
         self._lock = threading.Lock()
 
     @property
@@ -174,6 +176,10 @@ class EncoderCache:
         if provider != NPU_PROVIDER or shape is None:
             where: RanOn = "gpu" if provider in _GPU_PROVIDERS else "cpu"
             return Placement(label, provider, where, None, f"{provider} (no NPU)" if where == "cpu" else provider)
+        with self._lock:
+            known = self._placed.get(shape)
+        if known is not None:  # every call reports where it ran: the summary is read once, not per call
+            return known
         options = self.vitisai_options(shape)
         summary = read_pass_summary(options["cache_dir"], options["cache_key"])
         if summary is None or not summary.recognised:
@@ -182,7 +188,11 @@ class EncoderCache:
             return Placement(
                 label, provider, "unknown", None, f"VitisAI requested; {why} in {folder}: where it ran is not known"
             )
-        return Placement(label, provider, summary.verdict, summary.npu_share, summary.line())
+        placement = Placement(label, provider, summary.verdict, summary.npu_share, summary.line())
+        if summary.kind == "final":
+            with self._lock:
+                self._placed[shape] = placement
+        return placement
 
     def report(self, shapes: list[tuple[int, int]]) -> dict[str, Any]:
         """Where the NPU's compiles of ``shapes`` go and what is there for each (``info``, ``doctor``).
